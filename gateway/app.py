@@ -1,0 +1,177 @@
+"""Assembly: the ASGI app that authenticates, routes to an owned handler or the proxy.
+
+One request: request id → public route, or auth (user id) → owned route, or proxy.
+`create_app(settings, upstream_transport=...)` is what tests and the CLI call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+from starlette.routing import BaseRoute, Match, Router
+from starlette.types import Message, Receive, Scope, Send
+
+from gateway.auth import Authenticator
+from gateway.config import Settings
+from gateway.context import Services
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.http import ClientDisconnected, header, send_error
+from gateway.ownership import OwnershipRules
+from gateway.proxy import Proxy
+from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
+from gateway.store import Database
+from gateway.upstream import create_upstream
+
+log = logging.getLogger("gateway")
+_CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+
+Hook = Callable[[Services], Awaitable[None]]
+
+
+class Gateway:
+    def __init__(
+        self, settings: Settings, upstream_transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.settings = settings
+        db = Database(settings.storage.database)
+        upstream = create_upstream(settings.upstream, upstream_transport)
+        rules = OwnershipRules()
+        self.services = Services(
+            settings=settings,
+            db=db,
+            upstream=upstream,
+            rules=rules,
+            proxy=Proxy(settings, upstream, rules),
+            authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
+        )
+        self.routes: list[BaseRoute] = all_routes()
+        self.router = Router(routes=self.routes)
+        self.startup_hooks: list[Hook] = []
+        self.shutdown_hooks: list[Hook] = []
+        self._started = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        os.makedirs(self.settings.storage.root, exist_ok=True)
+        await self.services.db.open()
+        for hook in self.startup_hooks:
+            await hook(self.services)
+        self._started = True
+
+    async def shutdown(self) -> None:
+        for hook in self.shutdown_hooks:
+            await hook(self.services)
+        await self.services.upstream.aclose()
+        await self.services.db.close()
+        self._started = False
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        await self.startup()
+        try:
+            yield self
+        finally:
+            await self.shutdown()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        try:
+            await self.startup()
+        except Exception as exc:
+            log.exception("start-up failed")
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+        assert message["type"] == "lifespan.shutdown"
+        await self.shutdown()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # --- requests -------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 1003})
+            return
+        client_id = header(scope, b"x-request-id")
+        if client_id is not None and _CLIENT_REQUEST_ID.fullmatch(client_id):
+            request_id = client_id.decode()
+        else:
+            request_id = os.urandom(12).hex()
+        scope["request_id"] = request_id
+        scope["gateway"] = self.services
+        started = False
+        request_id_header = (b"x-request-id", request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [
+                    *(h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"),
+                    request_id_header,
+                ]
+            await send(message)
+
+        try:
+            await self._dispatch(scope, receive, send_with_id, request_id)
+        except ClientDisconnected:
+            return
+        except GatewayError as exc:
+            if started:
+                log.warning("error after response start (%s): %s", request_id, exc.message)
+                raise
+            await send_error(send_with_id, exc, request_id)
+        except Exception:
+            log.exception("unhandled error in request %s", request_id)
+            if started:
+                raise
+            await send_error(send_with_id, GatewayError(), request_id)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+        path: str = scope["path"]
+        if path in PUBLIC_PATHS:
+            await self._route(scope, receive, send, path)
+            return
+        user = await self.services.authenticator.user_for(
+            (header(scope, b"authorization") or b"").decode("latin-1")
+        )
+        scope["user_id"] = user
+        if await self._route(scope, receive, send, path):
+            return
+        await self.services.proxy(scope, receive, send, user, request_id)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
+        """Run the owned route for this request; False when the path is not the gateway's."""
+        partial: BaseRoute | None = None
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                scope.update(child)
+                await route.handle(scope, receive, send)
+                return True
+            if match is Match.PARTIAL and partial is None:
+                partial = route
+        if partial is not None:
+            raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}")
+        if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
+            raise NotFound(f"no such endpoint: {path}")
+        return False
+
+
+def create_app(
+    settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+) -> Gateway:
+    return Gateway(settings, upstream_transport)

@@ -1,0 +1,94 @@
+"""Identity: API keys (`mgw_<key id>_<secret>`), user-id validation, and the request check.
+
+Keys are random; the database keeps only SHA-256 of the secret, compared in constant time.
+A verified key is trusted for `auth.key_cache_ttl_s` seconds without another database read, so
+a revocation made by the CLI takes effect within that time (immediately when the TTL is 0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from dataclasses import dataclass
+
+from gateway.errors import Unauthorized, ValidationFailed
+from gateway.store import Database, keys
+
+USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+_KEY = re.compile(r"mgw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,100})")
+_CACHE_LIMIT = 10_000
+
+
+def validate_user_id(user_id: str) -> str:
+    """The id unchanged if it may become a path component; ValidationFailed otherwise."""
+    if not isinstance(user_id, str) or USER_ID.fullmatch(user_id) is None:
+        raise ValidationFailed(
+            "user id must match [A-Za-z0-9][A-Za-z0-9._@-]{0,127}", field="user_id"
+        )
+    return user_id
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key_id: str
+    user_id: str
+    secret: str
+
+    @property
+    def token(self) -> str:
+        return f"mgw_{self.key_id}_{self.secret}"
+
+
+def generate_key(user_id: str) -> NewKey:
+    return NewKey(secrets.token_hex(8), validate_user_id(user_id), secrets.token_urlsafe(32))
+
+
+@dataclass
+class _Cached:
+    user_id: str
+    expires_at: float
+
+
+class Authenticator:
+    def __init__(self, db: Database, cache_ttl_s: float) -> None:
+        self._db = db
+        self._ttl = cache_ttl_s
+        self._cache: dict[str, _Cached] = {}
+
+    async def user_for(self, authorization: str | None) -> str:
+        """The user id behind an `Authorization: Bearer` header value, or Unauthorized."""
+        if not authorization:
+            raise Unauthorized("missing Authorization: Bearer <key>")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized("expected Authorization: Bearer <key>")
+        now = time.monotonic()
+        cached = self._cache.get(token)
+        if cached is not None and cached.expires_at > now:
+            return cached.user_id
+        match = _KEY.fullmatch(token)
+        if match is None:
+            raise Unauthorized("unknown API key")
+        key_id, secret = match.groups()
+        row = await keys.find(self._db, key_id)
+        if row is None or row.revoked_at_ms is not None:
+            self._cache.pop(token, None)
+            raise Unauthorized("unknown or revoked API key")
+        if not hmac.compare_digest(hash_secret(secret), row.secret_sha256):
+            raise Unauthorized("unknown or revoked API key")
+        if self._ttl > 0:
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[token] = _Cached(row.user_id, now + self._ttl)
+        return row.user_id
+
+    def forget(self) -> None:
+        self._cache.clear()

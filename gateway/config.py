@@ -1,0 +1,277 @@
+"""Settings: every key declared once (section, default, help), loaded from TOML, overridden by env.
+
+`SETTINGS` is the single table of keys; `config.example.toml` is tested against it. A key
+`section.key` is overridden by the environment variable `MEMORY_GATEWAY_<SECTION>_<KEY>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "MEMORY_GATEWAY_"
+MIB = 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message names the key."""
+
+
+def _setting(default: Any, help: str) -> Any:
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = _setting("127.0.0.1", "address to listen on")
+    port: int = _setting(8080, "port to listen on")
+    log_level: str = _setting("info", "log level: debug, info, warning, error")
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    base_url: str = _setting("", "upstream memory engine URL; empty = run the built-in dev engine")
+    timeout_s: float = _setting(60.0, "upstream read/write timeout in seconds")
+    connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
+    user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
+    headers: dict = _setting({}, "extra headers sent upstream, e.g. the engine's own API key")
+    add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
+    search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
+    flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path")
+    max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
+    pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
+
+
+@dataclass(frozen=True)
+class ResourcesSettings:
+    flush_after_ingest: bool = _setting(True, "flush a resource's session after ingesting it")
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    root: str = _setting("storage", "root folder of stored files")
+    database: str = _setting("storage/_gateway.db", "SQLite database file")
+
+
+@dataclass(frozen=True)
+class LimitsSettings:
+    max_body_bytes: int = _setting(64 * MIB, "largest request body accepted on JSON routes")
+    max_upload_bytes: int = _setting(512 * MIB, "largest single /resources upload")
+    max_inline_file_bytes: int = _setting(25 * MIB, "largest decoded base64 item in an add")
+    proxy_buffer_bytes: int = _setting(
+        1 * MIB, "upstream responses up to this size are buffered; larger ones stream"
+    )
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    key_cache_ttl_s: float = _setting(
+        5.0, "seconds a verified API key is trusted without a database read (0 = always read)"
+    )
+
+
+@dataclass(frozen=True)
+class DevEngineSettings:
+    port: int = _setting(8081, "port of the built-in dev engine started by `serve`")
+    database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine")
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    base_url: str = _setting("", "OpenAI-compatible API base URL; empty = no model is ever called")
+    api_key: str = _setting("", "API key sent as a bearer token to the model endpoint")
+    model: str = _setting("", "chat completions model name")
+    timeout_s: float = _setting(20.0, "model call timeout in seconds")
+    summary_every_n_messages: int = _setting(
+        20, "refresh a conversation's rolling summary every N messages"
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
+    resources: ResourcesSettings = field(default_factory=ResourcesSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
+    llm: LlmSettings = field(default_factory=LlmSettings)
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm.base_url and self.llm.model)
+
+    def with_values(self, **sections: Mapping[str, Any]) -> Settings:
+        """A copy with some keys replaced, validated like file values (used by tests and CLI)."""
+        return _apply(self, {name: dict(values) for name, values in sections.items()}, "override")
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    section: str
+    key: str
+    default: Any
+    type: type
+    help: str
+
+    @property
+    def env_var(self) -> str:
+        return f"{ENV_PREFIX}{self.section.upper()}_{self.key.upper()}"
+
+
+def _declared() -> list[SettingInfo]:
+    table: list[SettingInfo] = []
+    for section in fields(Settings):
+        section_type = section.type if isinstance(section.type, type) else None
+        section_cls = section_type or type(getattr(Settings(), section.name))
+        defaults = section_cls()
+        for f in fields(section_cls):
+            default = getattr(defaults, f.name)
+            table.append(
+                SettingInfo(section.name, f.name, default, type(default), f.metadata["help"])
+            )
+    return table
+
+
+SETTINGS: list[SettingInfo] = _declared()
+_BY_NAME = {(s.section, s.key): s for s in SETTINGS}
+
+
+def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
+    name = f"{info.section}.{info.key}"
+    expected = info.type
+    if isinstance(value, str) and origin == "env":
+        if expected is bool:
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ConfigError(
+                f"{name} (from {info.env_var}): expected true or false, got {value!r}"
+            )
+        if expected in (int, float):
+            try:
+                value = expected(value)
+            except ValueError:
+                raise ConfigError(
+                    f"{name} (from {info.env_var}): expected a number, got {value!r}"
+                ) from None
+        elif expected is dict:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise ConfigError(
+                    f"{name} (from {info.env_var}): expected a JSON object, got {value!r}"
+                ) from None
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if expected is int and isinstance(value, bool):
+        raise ConfigError(f"{name}: expected an integer, got {value!r}")
+    if not isinstance(value, expected):
+        raise ConfigError(f"{name}: expected {expected.__name__}, got {value!r}")
+    checked: Any = value
+    if expected is dict and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in checked.items()
+    ):
+        raise ConfigError(f"{name}: expected a table of string values")
+    if expected in (int, float) and checked < 0:
+        raise ConfigError(f"{name}: must not be negative, got {value!r}")
+    return value
+
+
+def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings:
+    updates: dict[str, Any] = {}
+    for section_name, values in data.items():
+        if not hasattr(settings, section_name) or not isinstance(values, Mapping):
+            raise ConfigError(f"unknown configuration section [{section_name}]")
+        section = updates.get(section_name, getattr(settings, section_name))
+        changes = {}
+        for key, value in values.items():
+            info = _BY_NAME.get((section_name, key))
+            if info is None:
+                raise ConfigError(f"unknown configuration key {section_name}.{key}")
+            changes[key] = _coerce(info, value, origin)
+        updates[section_name] = replace(section, **changes)
+    result = replace(settings, **updates)
+    _validate(result)
+    return result
+
+
+def _validate(settings: Settings) -> None:
+    base_url = settings.upstream.base_url
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
+    for key in ("add_path", "search_path", "flush_path"):
+        if not getattr(settings.upstream, key).startswith("/"):
+            raise ConfigError(f"upstream.{key}: must start with '/'")
+    if settings.server.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"server.log_level: unknown level {settings.server.log_level!r}")
+    if not 0 < settings.server.port < 65536:
+        raise ConfigError(f"server.port: out of range: {settings.server.port}")
+    if settings.upstream.max_connections < 1:
+        raise ConfigError("upstream.max_connections: must be at least 1")
+
+
+def load_settings(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Defaults, then the TOML file (if any), then `MEMORY_GATEWAY_*` environment variables."""
+    environ = os.environ if environ is None else environ
+    settings = Settings()
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"configuration file {path} is not valid TOML: {exc}") from None
+        settings = _apply(settings, data, "file")
+    env_data: dict[str, dict[str, Any]] = {}
+    known_env = {info.env_var: info for info in SETTINGS}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        info = known_env.get(name)
+        if info is None:
+            raise ConfigError(f"unknown configuration variable {name}")
+        env_data.setdefault(info.section, {})[info.key] = value
+    if env_data:
+        settings = _apply(settings, env_data, "env")
+    return settings
+
+
+def render_example() -> str:
+    """The text of `config.example.toml`: every key with its default and help."""
+    lines = [
+        "# memory-gateway configuration. Every key is shown with its default.",
+        "# Each key can be overridden by MEMORY_GATEWAY_<SECTION>_<KEY> (dict values as JSON).",
+    ]
+    current = None
+    for info in SETTINGS:
+        if info.section != current:
+            current = info.section
+            lines += ["", f"[{current}]"]
+        lines.append(f"# {info.help} ({info.env_var})")
+        lines.append(f"{info.key} = {_toml_value(info.default)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())
+        return "{" + (f" {inner} " if inner else "") + "}"
+    return repr(value)

@@ -1,0 +1,141 @@
+"""The gateway's own errors and their one JSON shape.
+
+    GatewayError (500 internal_error)
+    ├── BadRequest (400 bad_request)
+    ├── Unauthorized (401 unauthorized)
+    ├── Forbidden (403 forbidden)
+    │   └── SessionOwnedByAnotherUser (403 session_owned_by_another_user)
+    ├── NotFound (404 not_found)
+    ├── MethodNotAllowed (405 method_not_allowed)
+    ├── Conflict (409 conflict)
+    │   └── IdempotencyConflict (409 idempotency_conflict)
+    ├── PayloadTooLarge (413 payload_too_large)
+    ├── ValidationFailed (422 validation_error)
+    ├── UpstreamUnavailable (502 upstream_unavailable)
+    ├── UpstreamBadResponse (502 upstream_bad_response)
+    ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
+    ├── NotReady (503 not_ready)
+    └── UpstreamTimeout (504 upstream_timeout)
+
+Every error renders as
+`{"error": {"code", "message", "status", "request_id"}}` (plus `field` when one input is at fault).
+Upstream error *responses* are not errors of ours: they pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+
+class GatewayError(Exception):
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+    default_message: ClassVar[str] = "internal error"
+
+    def __init__(
+        self, message: str | None = None, *, field: str | None = None, code: str | None = None
+    ) -> None:
+        self.message = message or self.default_message
+        self.field = field
+        self.error_code = code or self.code
+        super().__init__(self.message)
+
+
+class BadRequest(GatewayError):
+    status, code, default_message = 400, "bad_request", "bad request"
+
+
+class Unauthorized(GatewayError):
+    status, code, default_message = 401, "unauthorized", "a valid API key is required"
+
+
+class Forbidden(GatewayError):
+    status, code, default_message = 403, "forbidden", "not allowed for this user"
+
+
+class SessionOwnedByAnotherUser(Forbidden):
+    code = "session_owned_by_another_user"
+    default_message = "this session belongs to another user"
+
+
+class NotFound(GatewayError):
+    status, code, default_message = 404, "not_found", "not found"
+
+
+class MethodNotAllowed(GatewayError):
+    status, code, default_message = 405, "method_not_allowed", "method not allowed"
+
+
+class Conflict(GatewayError):
+    status, code, default_message = 409, "conflict", "conflict"
+
+
+class IdempotencyConflict(Conflict):
+    code = "idempotency_conflict"
+    default_message = "this clientMessageId was already used with different content"
+
+
+class PayloadTooLarge(GatewayError):
+    status, code, default_message = 413, "payload_too_large", "request body too large"
+
+
+class ValidationFailed(GatewayError):
+    status, code, default_message = 422, "validation_error", "invalid input"
+
+
+class UpstreamUnavailable(GatewayError):
+    status, code, default_message = 502, "upstream_unavailable", "upstream unavailable"
+
+
+class UpstreamBadResponse(GatewayError):
+    status, code, default_message = 502, "upstream_bad_response", "upstream answered badly"
+
+
+class UpstreamPoolExhausted(GatewayError):
+    status, code = 503, "upstream_pool_exhausted"
+    default_message = "too many upstream requests in flight; retry shortly"
+
+
+class NotReady(GatewayError):
+    status, code, default_message = 503, "not_ready", "not ready"
+
+
+class UpstreamTimeout(GatewayError):
+    status, code, default_message = 504, "upstream_timeout", "upstream timed out"
+
+
+ALL_ERRORS: tuple[type[GatewayError], ...] = (
+    GatewayError,
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    SessionOwnedByAnotherUser,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    IdempotencyConflict,
+    PayloadTooLarge,
+    ValidationFailed,
+    UpstreamUnavailable,
+    UpstreamBadResponse,
+    UpstreamPoolExhausted,
+    NotReady,
+    UpstreamTimeout,
+)
+
+
+def error_body(exc: GatewayError, request_id: str) -> dict[str, Any]:
+    error: dict[str, Any] = {
+        "code": exc.error_code,
+        "message": exc.message,
+        "status": exc.status,
+        "request_id": request_id,
+    }
+    if exc.field is not None:
+        error["field"] = exc.field
+    return {"error": error}
+
+
+def error_bytes(exc: GatewayError, request_id: str) -> bytes:
+    return json.dumps(error_body(exc, request_id), ensure_ascii=False).encode()

@@ -1,0 +1,23 @@
+"""Owned routes, one module per resource; everything else goes to the proxy."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from gateway.routes import health, memories
+
+PUBLIC_PATHS = health.PUBLIC_PATHS
+
+# Paths under these prefixes are the gateway's own: an unknown one is a 404, never proxied.
+OWNED_PREFIXES: tuple[str, ...] = (
+    "/resources",
+    "/agents",
+    "/conversations",
+    "/memory-facts",
+    "/assets",
+    "/chats",
+)
+
+
+def all_routes() -> list[BaseRoute]:
+    return [*health.routes, *memories.routes]

@@ -1,0 +1,67 @@
+"""Request parsing and replies shared by the owned route modules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.context import services
+from gateway.errors import ValidationFailed
+from gateway.http import read_body
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+async def body_bytes(request: Request) -> bytes:
+    limit = services(request).settings.limits.max_body_bytes
+    return await read_body(request.scope, request.receive, limit)
+
+
+def parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ValidationFailed(f"request body is not valid JSON: {exc}", field="body") from None
+
+
+def validate(model: type[Model], payload: Any) -> Model:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise validation_failed(exc) from None
+
+
+def validation_failed(exc: ValidationError) -> ValidationFailed:
+    first = exc.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "body"
+    return ValidationFailed(f"{location}: {first['msg']}", field=location)
+
+
+async def json_body(request: Request, model: type[Model]) -> Model:
+    return validate(model, parse_json(await body_bytes(request)))
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    if isinstance(payload, BaseModel):
+        body = payload.model_dump_json(by_alias=True).encode()
+    else:
+        body = json.dumps(payload, ensure_ascii=False).encode()
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Response:
+    """An upstream answer passed back unchanged (hop-by-hop headers dropped, length recomputed)."""
+    from gateway.proxy import HOP_BY_HOP
+
+    response = Response(body, status_code=status)
+    kept = [
+        (k.lower(), v)
+        for k, v in headers
+        if k.lower() not in HOP_BY_HOP and k.lower() != b"content-length"
+    ]
+    response.raw_headers = [(b"content-length", str(len(body)).encode()), *kept]
+    return response

@@ -1,0 +1,131 @@
+"""The SQLite database: one writer behind a lock (`BEGIN IMMEDIATE`), separate reader connections.
+
+Handlers never see connections; the store modules call `read`/`read_one` for queries and
+`write()` for a transaction. Other databases (PostgreSQL) would replace this class only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from gateway.store import migrations
+
+BUSY_TIMEOUT_MS = 30_000
+READER_CONNECTIONS = 2
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def connect_sync(path: str) -> sqlite3.Connection:
+    """A configured autocommit connection, for the CLI and start-up work."""
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    _configure(conn)
+    return conn
+
+
+def migrate(path: str) -> list[migrations.Migration]:
+    conn = connect_sync(path)
+    try:
+        return migrations.apply_pending(conn)
+    finally:
+        conn.close()
+
+
+class Database:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = itertools.cycle(range(READER_CONNECTIONS))
+        self._write_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        migrate(self.path)
+        self._writer = await self._connect()
+        self._readers = [await self._connect() for _ in range(READER_CONNECTIONS)]
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    async def close(self) -> None:
+        for conn in [self._writer, *self._readers]:
+            if conn is not None:
+                await conn.close()
+        self._writer = None
+        self._readers = []
+
+    def _reader(self) -> aiosqlite.Connection:
+        if not self._readers:
+            raise RuntimeError("database is not open")
+        return self._readers[next(self._next_reader)]
+
+    async def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._reader().execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._reader().execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Transaction]:
+        """One write transaction at a time; committed on exit, rolled back on error."""
+        if self._writer is None:
+            raise RuntimeError("database is not open")
+        async with self._write_lock:
+            conn = self._writer
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield Transaction(conn)
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            else:
+                await conn.execute("COMMIT")
+
+    async def ping(self) -> None:
+        await self.read_one("SELECT 1")
+
+
+class Transaction:
+    """The writer connection inside `Database.write()`; reads here see the transaction's writes."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows changed."""
+        async with self._conn.execute(sql, params) as cursor:
+            return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+    async def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()

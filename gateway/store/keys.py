@@ -1,0 +1,57 @@
+"""API keys: rows of `api_keys` (the secret is stored only as its SHA-256)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from gateway.store.database import Database
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    user_id: str
+    secret_sha256: str
+    created_at_ms: int
+    revoked_at_ms: int | None
+
+
+def _key(row: sqlite3.Row) -> ApiKey:
+    return ApiKey(
+        row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"], row["revoked_at_ms"]
+    )
+
+
+async def find(db: Database, key_id: str) -> ApiKey | None:
+    row = await db.read_one("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+    return None if row is None else _key(row)
+
+
+# The CLI works on a plain sqlite3 connection: it runs outside the server's event loop.
+
+
+def insert_sync(conn: sqlite3.Connection, key_id: str, user_id: str, secret_sha256: str) -> None:
+    conn.execute(
+        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
+        (key_id, user_id, secret_sha256, int(time.time() * 1000)),
+    )
+
+
+def list_sync(conn: sqlite3.Connection, user_id: str | None = None) -> list[ApiKey]:
+    if user_id is None:
+        rows = conn.execute("SELECT * FROM api_keys ORDER BY created_at_ms, id").fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at_ms, id", (user_id,)
+        ).fetchall()
+    return [_key(row) for row in rows]
+
+
+def revoke_sync(conn: sqlite3.Connection, key_id: str) -> bool:
+    cursor = conn.execute(
+        "UPDATE api_keys SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL",
+        (int(time.time() * 1000), key_id),
+    )
+    return cursor.rowcount == 1

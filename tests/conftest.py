@@ -1,0 +1,87 @@
+"""Shared fixtures: settings on a temp storage root, a respx-faked engine, an in-process app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import respx
+
+from gateway.app import Gateway, create_app
+from gateway.auth import generate_key, hash_secret
+from gateway.config import Settings
+from gateway.store import keys
+from gateway.store.database import connect_sync, migrate
+
+ENGINE = "http://engine.test"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings().with_values(
+        upstream={"base_url": ENGINE},
+        storage={"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")},
+    )
+
+
+@pytest.fixture
+def engine() -> respx.MockRouter:
+    """The fake upstream engine; tests add routes to it."""
+    return respx.MockRouter(base_url=ENGINE, assert_all_called=False)
+
+
+def create_key(settings: Settings, user_id: str) -> str:
+    migrate(settings.storage.database)
+    conn = connect_sync(settings.storage.database)
+    try:
+        new = generate_key(user_id)
+        keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        return new.token
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def make_key(settings: Settings) -> Callable[[str], str]:
+    return lambda user_id: create_key(settings, user_id)
+
+
+@pytest.fixture
+async def app(settings: Settings, engine: respx.MockRouter) -> AsyncIterator[Gateway]:
+    gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
+    async with gateway.running():
+        yield gateway
+
+
+def client_for(app: Gateway, token: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app, client=("203.0.113.7", 5555)),
+        base_url="http://gateway.test",
+        headers=headers,
+    )
+
+
+@pytest.fixture
+async def alice(app: Gateway, make_key: Callable[[str], str]) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(app, make_key("alice")) as client:
+        yield client
+
+
+@pytest.fixture
+async def bob(app: Gateway, make_key: Callable[[str], str]) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(app, make_key("bob")) as client:
+        yield client
+
+
+@pytest.fixture
+async def anonymous(app: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(app) as client:
+        yield client

@@ -1,0 +1,97 @@
+"""The one error shape, for every error class and for upstream transport failures."""
+
+import httpx
+import pytest
+import respx
+from starlette.requests import Request
+from starlette.routing import Route
+
+from gateway import errors
+from gateway.app import Gateway
+from gateway.errors import ALL_ERRORS, error_body
+from tests.conftest import client_for
+
+
+@pytest.mark.parametrize("cls", ALL_ERRORS, ids=lambda c: c.__name__)
+async def test_every_error_class_renders_the_one_shape(
+    app: Gateway, make_key, cls: type[errors.GatewayError]
+) -> None:
+    async def boom(request: Request) -> None:
+        raise cls("it went wrong", field="f")
+
+    app.routes.insert(0, Route("/agents/_boom", boom, methods=["GET"]))
+    async with client_for(app, make_key("alice")) as client:
+        response = await client.get("/agents/_boom")
+    assert response.status_code == cls.status
+    body = response.json()
+    assert body == {"error": {"code": cls.code, "message": "it went wrong", "status": cls.status,
+                              "request_id": response.headers["x-request-id"], "field": "f"}}
+    assert error_body(cls(), "r")["error"]["code"] == cls.code
+
+
+async def test_unexpected_exception_is_500_in_the_shape(app: Gateway, make_key) -> None:
+    async def boom(request: Request) -> None:
+        raise RuntimeError("secret detail")
+
+    app.routes.insert(0, Route("/agents/_crash", boom, methods=["GET"]))
+    async with client_for(app, make_key("alice")) as client:
+        response = await client.get("/agents/_crash")
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "internal_error"
+    assert "secret detail" not in response.text
+
+
+async def test_every_response_carries_a_request_id(
+    alice: httpx.AsyncClient, anonymous: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine.get("/p").mock(return_value=httpx.Response(200))
+    for response in (await alice.get("/p"), await anonymous.get("/p"),
+                     await anonymous.get("/healthz")):
+        assert len(response.headers["x-request-id"]) >= 16
+    response = await alice.get("/p", headers={"X-Request-Id": "client-chosen-1"})
+    assert response.headers["x-request-id"] == "client-chosen-1"
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (httpx.ConnectError("refused"), 502, "upstream_unavailable"),
+        (httpx.RemoteProtocolError("bad"), 502, "upstream_unavailable"),
+        (httpx.ReadError("reset"), 502, "upstream_unavailable"),
+        (httpx.ConnectTimeout("slow"), 504, "upstream_timeout"),
+        (httpx.ReadTimeout("slow"), 504, "upstream_timeout"),
+        (httpx.WriteTimeout("slow"), 504, "upstream_timeout"),
+        (httpx.PoolTimeout("full"), 503, "upstream_pool_exhausted"),
+    ],
+)
+async def test_transport_failures_map_to_gateway_errors(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, exc: Exception, status: int, code: str
+) -> None:
+    engine.post("/api/v2/memory/get").mock(side_effect=exc)
+    response = await alice.post("/api/v2/memory/get", json={})
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+
+
+async def test_writes_are_never_retried_but_idempotent_reads_are_once(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    post = engine.post("/w").mock(side_effect=httpx.ConnectError("refused"))
+    get = engine.get("/r").mock(
+        side_effect=[httpx.ConnectError("stale"), httpx.Response(200, text="ok")]
+    )
+    assert (await alice.post("/w", json={})).status_code == 502
+    assert post.call_count == 1
+    response = await alice.get("/r")
+    assert response.status_code == 200 and get.call_count == 2
+
+
+async def test_upstream_error_responses_pass_through_unchanged(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine.post("/api/v2/memory/get").mock(
+        return_value=httpx.Response(422, json={"detail": "engine says no"})
+    )
+    response = await alice.post("/api/v2/memory/get", json={})
+    assert response.status_code == 422
+    assert response.json() == {"detail": "engine says no"}

@@ -1,0 +1,61 @@
+"""Migrations: ordered, one transaction each, versions recorded, pending() read-only."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gateway.store import migrations
+from gateway.store.database import connect_sync
+
+
+def test_all_migrations_apply_once_and_record_versions(tmp_path: Path) -> None:
+    conn = connect_sync(str(tmp_path / "db.sqlite"))
+    applied = migrations.apply_pending(conn)
+    assert [m.version for m in applied] == sorted(m.version for m in migrations.available())
+    assert migrations.apply_pending(conn) == []
+    assert migrations.pending(conn) == []
+    recorded = [row[0] for row in conn.execute("SELECT version FROM schema_migrations")]
+    assert recorded == [m.version for m in applied]
+
+
+def test_pending_is_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    conn = connect_sync(str(path))
+    assert len(migrations.pending(conn)) == len(migrations.available())
+    tables = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    assert tables == []
+
+
+def test_failing_migration_leaves_nothing_behind(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "0001_good.sql").write_text("CREATE TABLE a (x INTEGER);")
+    bad = "CREATE TABLE b (x INTEGER);\nINSERT INTO nope VALUES (1);"
+    (folder / "0002_bad.sql").write_text(bad)
+    conn = connect_sync(str(tmp_path / "db.sqlite"))
+    with pytest.raises(sqlite3.OperationalError):
+        migrations.apply_pending(conn, folder)
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "a" in names and "b" not in names
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_migrations")] == [1]
+
+
+def test_database_uses_wal_and_foreign_keys(tmp_path: Path) -> None:
+    conn = connect_sync(str(tmp_path / "db.sqlite"))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+
+
+def test_migrate_command_applies_and_reports(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = tmp_path / "cli.db"
+    env = {"MEMORY_GATEWAY_STORAGE_DATABASE": str(db), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "gateway", "migrate"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+    assert migrations.pending(sqlite3.connect(db)) == []
