@@ -21,6 +21,7 @@ from gateway.config import Settings
 from gateway.context import Services
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http import ClientDisconnected, header, send_error
+from gateway.llm import LlmClient
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
@@ -35,7 +36,10 @@ Hook = Callable[[Services], Awaitable[None]]
 
 class Gateway:
     def __init__(
-        self, settings: Settings, upstream_transport: httpx.AsyncBaseTransport | None = None
+        self,
+        settings: Settings,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+        llm_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
         db = Database(settings.storage.database)
@@ -48,6 +52,7 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
+            llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
         )
         self.routes: list[BaseRoute] = all_routes()
         self.router = Router(routes=self.routes)
@@ -65,8 +70,11 @@ class Gateway:
         self._started = True
 
     async def shutdown(self) -> None:
+        await self.services.drain()
         for hook in self.shutdown_hooks:
             await hook(self.services)
+        if self.services.llm is not None:
+            await self.services.llm.aclose()
         await self.services.upstream.aclose()
         await self.services.db.close()
         self._started = False
@@ -172,6 +180,10 @@ class Gateway:
 
 
 def create_app(
-    settings: Settings, *, upstream_transport: httpx.AsyncBaseTransport | None = None
+    settings: Settings,
+    *,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    llm_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Gateway:
-    return Gateway(settings, upstream_transport)
+    """The gateway app; tests inject fake upstream and model transports (respx, MockTransport)."""
+    return Gateway(settings, upstream_transport, llm_transport)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +12,7 @@ from starlette.requests import Request
 
 from gateway.auth import Authenticator
 from gateway.config import Settings
+from gateway.llm import LlmClient
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.store import Database
@@ -23,8 +27,29 @@ class Services:
     rules: OwnershipRules
     proxy: Proxy
     authenticator: Authenticator
+    llm: LlmClient | None = None
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
     extras: dict[str, Any] = field(default_factory=dict)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run work off the request path; its failure is logged, never raised to a request."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                logging.getLogger("gateway").exception("background work failed: %s", what)
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for background work (called at shutdown and by tests)."""
+        while self.background:
+            await asyncio.gather(*list(self.background), return_exceptions=True)
 
 
 def services(request: Request) -> Services:

@@ -65,3 +65,41 @@ def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Res
     ]
     response.raw_headers = [(b"content-length", str(len(body)).encode()), *kept]
     return response
+
+
+class ApiDoc:
+    """What a handler takes and returns, read by the OpenAPI generator (gateway/openapi.py)."""
+
+    def __init__(
+        self,
+        *,
+        summary: str,
+        request: type[BaseModel] | None = None,
+        response: type[BaseModel] | None = None,
+        query: type[BaseModel] | None = None,
+        status: int = 200,
+        tag: str = "",
+        content_type: str | None = None,
+    ) -> None:
+        self.summary = summary
+        self.request = request
+        self.response = response
+        self.query = query
+        self.status = status
+        self.tag = tag
+        self.content_type = content_type
+
+
+def api(**kwargs: Any) -> Any:
+    """Decorator: attach an ApiDoc to a handler, e.g. `@api(summary=..., request=M, status=201)`."""
+
+    def mark(handler: Any) -> Any:
+        handler.__api__ = ApiDoc(**kwargs)
+        return handler
+
+    return mark
+
+
+def query_params(request: Request, model: type[Model]) -> Model:
+    """Validate the query string against a model (422 naming the parameter)."""
+    return validate(model, dict(request.query_params))
