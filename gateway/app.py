@@ -25,7 +25,7 @@ from gateway.llm import LlmClient
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
-from gateway.store import Database
+from gateway.store import Database, agents
 from gateway.upstream import create_upstream
 
 log = logging.getLogger("gateway")
@@ -45,6 +45,7 @@ class Gateway:
         db = Database(settings.storage.database)
         upstream = create_upstream(settings.upstream, upstream_transport)
         rules = OwnershipRules()
+        rules.owns_agent = agents.owns_agent(db)
         self.services = Services(
             settings=settings,
             db=db,
@@ -56,6 +57,8 @@ class Gateway:
         )
         self.routes: list[BaseRoute] = all_routes()
         self.router = Router(routes=self.routes)
+        # Fast pre-check: only paths starting like an owned route go through route matching.
+        self._owned_starts = owned_path_starts(self.routes)
         self.startup_hooks: list[Hook] = []
         self.shutdown_hooks: list[Hook] = []
         self._started = False
@@ -157,7 +160,7 @@ class Gateway:
             (header(scope, b"authorization") or b"").decode("latin-1")
         )
         scope["user_id"] = user
-        if await self._route(scope, receive, send, path):
+        if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         await self.services.proxy(scope, receive, send, user, request_id)
 
@@ -177,6 +180,15 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
+
+
+def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:
+    """The literal start of every owned route's path, plus the owned prefixes."""
+    starts = set(OWNED_PREFIXES)
+    for route in routes:
+        path = getattr(route, "path", "")
+        starts.add(path.split("{", 1)[0] or "/")
+    return tuple(sorted(starts))
 
 
 def create_app(

@@ -44,6 +44,8 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
         access_log=False,
         http="httptools",
         lifespan="on",
+        proxy_headers=False,  # the gateway is the edge: X-Forwarded-* from clients are not trusted
+        server_header=False,
     )
     return uvicorn.Server(config)
 

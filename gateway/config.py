@@ -45,6 +45,10 @@ class UpstreamSettings:
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
     flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path")
+    client: str = _setting("native", "upstream HTTP client: native (fastest), aiohttp or httpx")
+    keepalive_expiry_s: float = _setting(
+        4.0, "idle upstream connections older than this are not reused"
+    )
     max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
     pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
 
@@ -217,6 +221,9 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"server.log_level: unknown level {settings.server.log_level!r}")
     if not 0 < settings.server.port < 65536:
         raise ConfigError(f"server.port: out of range: {settings.server.port}")
+    if settings.upstream.client not in ("native", "aiohttp", "httpx"):
+        client = settings.upstream.client
+        raise ConfigError(f"upstream.client: expected native, aiohttp or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
 

@@ -34,6 +34,7 @@ HOP_BY_HOP = frozenset(
 _REPLACED = frozenset(
     {b"authorization", b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host"}
 )
+_NOT_FORWARDED = HOP_BY_HOP | _REPLACED | {b"x-request-id"}
 # Bodies of these types may be large and are never identity-checked: they stream.
 _STREAMED_TYPES = (b"multipart/", b"application/octet-stream", b"image/", b"audio/", b"video/")
 
@@ -51,14 +52,14 @@ def upstream_headers(
 ) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop and Authorization, plus ours (SPEC §5)."""
     raw: list[tuple[bytes, bytes]] = scope["headers"]
-    dropped = HOP_BY_HOP | _REPLACED | _connection_named(raw)
+    named = _connection_named(raw) if any(k == b"connection" for k, _ in raw) else ()
     user_header = settings.upstream.user_header.lower().encode()
     out: list[tuple[str, str]] = []
     host = ""
     for key, value in raw:
-        if key == b"host":
-            host = value.decode("latin-1")
-        if key in dropped or key == user_header or key == b"x-request-id":
+        if key in _NOT_FORWARDED or key == user_header or key in named:
+            if key == b"host":
+                host = value.decode("latin-1")
             continue
         out.append((key.decode("latin-1"), value.decode("latin-1")))
     client = scope.get("client")

@@ -1,8 +1,9 @@
 """The upstream client: one pooled HTTP client per app, transport failures mapped to our errors.
 
-Two implementations behind one small interface. `AiohttpUpstream` is the production client
-(chosen by measurement, see docs/decisions.md); `HttpxUpstream` runs over any httpx transport,
-which is how tests inject respx / `httpx.MockTransport`. Both pass bodies through as raw bytes
+Three implementations behind one small interface. `Http1Upstream` (gateway/http1.py) is the
+production default, chosen by measurement (docs/decisions.md); `AiohttpUpstream` is the
+general-purpose alternative; `HttpxUpstream` runs over any httpx transport, which is how tests
+inject respx / `httpx.MockTransport`. Both pass bodies through as raw bytes
 (no decompression) and translate transport exceptions in one place each, most specific first.
 Writes are never retried; idempotent requests without a body are retried once on a connection
 failure that happened before any response.
@@ -27,6 +28,7 @@ from gateway.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from gateway.http1 import Http1Pool, Http1Response
 
 Headers = Sequence[tuple[str, str]]
 Body = bytes | AsyncIterable[bytes] | None
@@ -236,6 +238,41 @@ class AiohttpUpstream(UpstreamClient):
             self._session = None
 
 
+# --- the built-in HTTP/1.1 client (default) ------------------------------------------------
+
+
+class _Http1Response(UpstreamResponse):
+    def __init__(self, response: Http1Response) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers = response.headers
+
+    async def read(self) -> bytes:
+        return await self._response.read()
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._response.chunks()
+
+    async def release(self) -> None:
+        self._response.release()
+
+
+class Http1Upstream(UpstreamClient):
+    def __init__(self, settings: UpstreamSettings) -> None:
+        super().__init__(settings)
+        self._pool = Http1Pool(
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.timeout_s,
+            keepalive_expiry=settings.keepalive_expiry_s,
+        )
+
+    async def _send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
+        return _Http1Response(await self._pool.request(method, url, headers, body))
+
+    async def aclose(self) -> None:
+        self._pool.close()
+
+
 # --- httpx (tests inject a transport here) -------------------------------------------------
 
 
@@ -314,6 +351,8 @@ class HttpxUpstream(UpstreamClient):
 def create_upstream(
     settings: UpstreamSettings, transport: httpx.AsyncBaseTransport | None = None
 ) -> UpstreamClient:
-    if transport is not None:
+    if transport is not None or settings.client == "httpx":
         return HttpxUpstream(settings, transport)
-    return AiohttpUpstream(settings)
+    if settings.client == "aiohttp":
+        return AiohttpUpstream(settings)
+    return Http1Upstream(settings)

@@ -31,8 +31,9 @@ async def readyz(request: Request) -> Response:
     except GatewayError as exc:
         checks["upstream"] = f"error: {exc.message}"
     ready = all(value == "ok" for value in checks.values())
-    return json_response({"status": "ready" if ready else "not_ready", "checks": checks},
-                         200 if ready else 503)
+    return json_response(
+        {"status": "ready" if ready else "not_ready", "checks": checks}, 200 if ready else 503
+    )
 
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz"})

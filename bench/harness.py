@@ -1,0 +1,151 @@
+"""Shared benchmark plumbing: free ports, processes, a gateway with a key, and load generation.
+
+Load comes from `wrk` when it is installed (it costs the least CPU on a 2-core machine), else
+from a small asyncio keep-alive client written here. Both send the same request repeatedly over
+a fixed number of connections and report requests/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on port {port} after {timeout}s")
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def gateway(
+    upstream_url: str, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str]]:
+    """A gateway process in front of `upstream_url`; yields (base URL, API key)."""
+    with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
+        port = free_port()
+        env = {
+            **os.environ,
+            "MEMORY_GATEWAY_UPSTREAM_BASE_URL": upstream_url,
+            "MEMORY_GATEWAY_STORAGE_ROOT": f"{tmp}/storage",
+            "MEMORY_GATEWAY_STORAGE_DATABASE": f"{tmp}/gw.db",
+            "MEMORY_GATEWAY_SERVER_PORT": str(port),
+            "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
+            **(extra_env or {}),
+        }
+        created = subprocess.run(
+            [PYTHON, "-m", "gateway", "keys", "create", "--user", "bench"],
+            env=env, cwd=ROOT, capture_output=True, text=True, check=True,
+        )
+        key = created.stdout.strip().splitlines()[-1]
+        with process([PYTHON, "-m", "gateway", "serve"], env=env):
+            wait_for_port(port)
+            yield f"http://127.0.0.1:{port}", key
+
+
+@contextmanager
+def fast_upstream() -> Iterator[str]:
+    port = free_port()
+    with process([PYTHON, str(ROOT / "bench" / "fast_upstream.py"), str(port)]):
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+
+
+def load(url: str, body: bytes, headers: dict[str, str], connections: int, seconds: float) -> float:
+    """Requests/s of POST url with body over `connections` keep-alive connections."""
+    if shutil.which("wrk"):
+        return _wrk(url, body, headers, connections, seconds)
+    return asyncio.run(_python_load(url, body, headers, connections, seconds))
+
+
+def _wrk(url: str, body: bytes, headers: dict[str, str], connections: int, seconds: float) -> float:
+    lua_headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items())
+    script = f'wrk.method = "POST"\nwrk.body = [==[{body.decode()}]==]\n{lua_headers}'
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
+        fh.write(script)
+    try:
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "-s", fh.name, url],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    finally:
+        os.unlink(fh.name)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if non2xx:
+        raise RuntimeError(f"{non2xx.group(1)} failed responses from {url}:\n{out}")
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+
+
+async def _python_load(
+    url: str, body: bytes, headers: dict[str, str], connections: int, seconds: float
+) -> float:
+    host_port, _, path = url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    head = f"POST /{path} HTTP/1.1\r\nHost: {host_port}\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = head.encode() + b"\r\n" + body
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        reader, writer = await asyncio.open_connection(host, int(port))
+        while time.monotonic() < deadline:
+            writer.write(request)
+            status = await reader.readline()
+            if b" 200 " not in status:
+                raise RuntimeError(f"unexpected status {status!r}")
+            length = 0
+            while (line := await reader.readline()) != b"\r\n":
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            done += 1
+        writer.close()
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return done / (time.monotonic() - started)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

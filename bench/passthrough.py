@@ -1,0 +1,53 @@
+"""Pass-through benchmark (SPEC §14): requests/s through the gateway ÷ straight to the upstream.
+
+Small JSON POST, 16 connections, direct and gateway runs alternated in pairs in one run; prints
+each pair and the median ratio. Target: ≥ 0.25 on the 2-core machine.
+
+    .venv/bin/python bench/passthrough.py [--rounds 5] [--seconds 5] [--client native|aiohttp|httpx]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import fast_upstream, gateway, load, median  # noqa: E402
+
+BODY = b'{"query": "what did I upload", "user_id": "bench", "top_k": 5}'
+PATH = "/api/v2/memory/get"
+TARGET = 0.25
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--client", default="native", choices=["native", "aiohttp", "httpx"])
+    args = parser.parse_args()
+    ratios = []
+    json_type = {"Content-Type": "application/json"}
+    with fast_upstream() as upstream, gateway(
+        upstream, {"MEMORY_GATEWAY_UPSTREAM_CLIENT": args.client}
+    ) as (gateway_url, key):
+        auth = {**json_type, "Authorization": f"Bearer {key}"}
+        load(gateway_url + PATH, BODY, auth, args.connections, 1.0)  # warm-up
+        load(upstream + PATH, BODY, json_type, args.connections, 1.0)
+        for round_no in range(1, args.rounds + 1):
+            direct = load(upstream + PATH, BODY, json_type, args.connections, args.seconds)
+            through = load(gateway_url + PATH, BODY, auth, args.connections, args.seconds)
+            ratios.append(through / direct)
+            print(f"round {round_no}: direct {direct:8.0f} req/s  gateway {through:8.0f} req/s  "
+                  f"ratio {through / direct:.3f}")
+    result = median(ratios)
+    verdict = "meets" if result >= TARGET else "MISSES"
+    print(f"client={args.client} connections={args.connections} median ratio {result:.3f} "
+          f"({verdict} the {TARGET} target)")
+    return 0 if result >= TARGET else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

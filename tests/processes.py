@@ -1,0 +1,101 @@
+"""Real processes for end-to-end tests: the gateway and the dev engine under uvicorn."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_serving(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            detail = proc.stderr.read() if proc.stderr else b""
+            raise RuntimeError(f"process exited with {proc.returncode}: {detail!r}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} not serving after {timeout}s")
+
+
+@contextmanager
+def running(args: list[str], env: dict[str, str], probe: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until_serving(probe, proc)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@dataclass
+class GatewayProcess:
+    url: str
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes]
+
+    def key(self, user_id: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "gateway", "keys", "create", "--user", user_id],
+                             env=self.env, cwd=ROOT, capture_output=True, text=True, check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+
+def gateway_env(tmp: Path, port: int, upstream_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    env.update({
+        "MEMORY_GATEWAY_SERVER_PORT": str(port),
+        "MEMORY_GATEWAY_UPSTREAM_BASE_URL": upstream_url,
+        "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp / "storage"),
+        "MEMORY_GATEWAY_STORAGE_DATABASE": str(tmp / "storage" / "_gateway.db"),
+        "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp / "engine.db"),
+        "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
+        **extra,
+    })
+    return env
+
+
+@contextmanager
+def dev_engine(tmp: Path) -> Iterator[str]:
+    port = free_port()
+    env = gateway_env(tmp, free_port(), "")
+    url = f"http://127.0.0.1:{port}"
+    with running(["dev-upstream", "--port", str(port), "--database", str(tmp / "engine.db")],
+                 env, url + "/health"):
+        yield url
+
+
+@contextmanager
+def gateway(tmp: Path, upstream_url: str, **extra: str) -> Iterator[GatewayProcess]:
+    port = free_port()
+    env = gateway_env(tmp, port, upstream_url, **extra)
+    url = f"http://127.0.0.1:{port}"
+    with running(["serve"], env, url + "/healthz") as proc:
+        yield GatewayProcess(url, env, proc)

@@ -1,0 +1,207 @@
+"""The built-in HTTP/1.1 upstream client against real sockets (asyncio servers on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from gateway.errors import UpstreamTimeout, UpstreamUnavailable
+from gateway.http1 import Http1Pool
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    chunked = False
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+        if line.lower() == b"transfer-encoding: chunked":
+            chunked = True
+    if chunked:
+        body = b""
+        while True:
+            size = int((await reader.readline()).strip(), 16)
+            if size == 0:
+                await reader.readline()
+                break
+            body += await reader.readexactly(size)
+            await reader.readline()
+        return head, body
+    return head, await reader.readexactly(length)
+
+
+class Server:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
+            try:
+                await self.handler(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        self.server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+def pool(read_timeout: float = 5.0) -> Http1Pool:
+    return Http1Pool(connect_timeout=2.0, read_timeout=read_timeout, keepalive_expiry=4.0)
+
+
+async def keepalive_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while True:
+        try:
+            head, body = await read_request(reader)
+        except asyncio.IncompleteReadError:
+            return
+        answer = b"echo:" + body
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Head-Bytes: %d\r\n\r\n%b"
+                     % (len(answer), len(head), answer))
+        await writer.drain()
+
+
+async def test_connections_are_reused_after_a_complete_response() -> None:
+    server = Server(keepalive_echo)
+    async with server as url:
+        client = pool()
+        for i in range(5):
+            response = await client.request("POST", url + "/x", [], b"n%d" % i)
+            assert response.status == 200
+            assert await response.read() == b"echo:n%d" % i
+            response.release()
+        client.close()
+    assert server.connections == 1
+
+
+async def test_streamed_request_body_without_length_is_sent_chunked() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        for part in (b"a" * 70_000, b"b" * 70_000, b"c"):
+            yield part
+
+    async with Server(keepalive_echo) as url:
+        client = pool()
+        response = await client.request("POST", url + "/up", [], body())
+        assert await response.read() == b"echo:" + b"a" * 70_000 + b"b" * 70_000 + b"c"
+        response.release()
+        client.close()
+
+
+async def test_chunked_response_is_streamed_in_order() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(50):
+            part = b"%03d" % i * 1000
+            writer.write(b"%x\r\n%b\r\n" % (len(part), part))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async with Server(handler) as url:
+        client = pool()
+        response = await client.request("GET", url + "/s", [], None)
+        received = [chunk async for chunk in response.chunks()]
+        assert b"".join(received) == b"".join(b"%03d" % i * 1000 for i in range(50))
+        response.release()
+        client.close()
+
+
+async def test_body_delimited_by_connection_close() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it")
+        await writer.drain()
+
+    async with Server(handler) as url:
+        client = pool()
+        response = await client.request("GET", url + "/", [], None)
+        assert await response.read() == b"all of it"
+        response.release()
+        client.close()
+
+
+async def test_connection_refused_is_unavailable() -> None:
+    async with Server(keepalive_echo) as url:
+        pass  # closed: nothing listens on that port now
+    with pytest.raises(UpstreamUnavailable):
+        await pool().request("GET", url + "/", [], None)
+
+
+async def test_reset_mid_response_is_unavailable() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly part")
+        await writer.drain()
+        writer.transport.abort()
+
+    async with Server(handler) as url:
+        response = await pool().request("GET", url + "/", [], None)
+        with pytest.raises(UpstreamUnavailable):
+            await response.read()
+
+
+async def test_no_answer_in_time_is_a_timeout() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(5)
+
+    async with Server(handler) as url:
+        with pytest.raises(UpstreamTimeout):
+            await pool(read_timeout=0.3).request("POST", url + "/", [], b"{}")
+
+
+async def test_garbage_answer_is_unavailable() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        await writer.drain()
+
+    async with Server(handler) as url:
+        with pytest.raises(UpstreamUnavailable):
+            await pool().request("GET", url + "/", [], None)
+
+
+async def test_informational_response_is_skipped() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+
+    async with Server(handler) as url:
+        response = await pool().request("POST", url + "/", [], b"x")
+        assert response.status == 201
+        assert await response.read() == b"ok"
+
+
+async def test_head_response_with_length_has_no_body_and_is_not_reused() -> None:
+    server = Server(lambda r, w: _head_handler(r, w))
+    async with server as url:
+        client = pool()
+        response = await client.request("HEAD", url + "/", [], None)
+        assert response.status == 200
+        assert dict(response.headers)[b"Content-Length"] == b"12345"
+        response.release()
+        assert client._idle == {} or all(not v for v in client._idle.values())
+
+
+async def _head_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await read_request(reader)
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
+    await writer.drain()
