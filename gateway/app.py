@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import httpx
 from starlette.routing import BaseRoute, Match, Router
@@ -20,12 +21,14 @@ from gateway.auth import Authenticator
 from gateway.config import Settings
 from gateway.context import Services
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.files import FileStore
 from gateway.http import ClientDisconnected, header, send_error
 from gateway.llm import LlmClient
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
 from gateway.store import Database, agents
+from gateway.store import attachments as attachment_store
 from gateway.upstream import create_upstream
 
 log = logging.getLogger("gateway")
@@ -46,6 +49,7 @@ class Gateway:
         upstream = create_upstream(settings.upstream, upstream_transport)
         rules = OwnershipRules()
         rules.owns_agent = agents.owns_agent(db)
+        rules.session_owner = partial(attachment_store.session_owner, db)
         self.services = Services(
             settings=settings,
             db=db,
@@ -53,6 +57,7 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
+            files=FileStore(settings.storage.root),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
         )
         self.routes: list[BaseRoute] = all_routes()
@@ -68,9 +73,19 @@ class Gateway:
     async def startup(self) -> None:
         os.makedirs(self.settings.storage.root, exist_ok=True)
         await self.services.db.open()
+        await self._settle_attachments()
         for hook in self.startup_hooks:
             await hook(self.services)
         self._started = True
+
+    async def _settle_attachments(self) -> None:
+        """Finish what a crash interrupted, then give every live resource its mapping."""
+        settled = await attachment_store.settle_leftover_intents(self.services.db)
+        if settled:
+            log.warning("settled %d interrupted add/upload(s) by keeping their data", len(settled))
+        made = await attachment_store.backfill(self.services.db)
+        if made:
+            log.info("backfilled %d resource mapping(s)", made)
 
     async def shutdown(self) -> None:
         await self.services.drain()

@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from gateway.auth import Authenticator
 from gateway.config import Settings
+from gateway.files import FileStore
 from gateway.llm import LlmClient
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
@@ -27,6 +28,7 @@ class Services:
     rules: OwnershipRules
     proxy: Proxy
     authenticator: Authenticator
+    files: FileStore
     llm: LlmClient | None = None
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
     extras: dict[str, Any] = field(default_factory=dict)

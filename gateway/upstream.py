@@ -102,7 +102,7 @@ class UpstreamClient(ABC):
 
     async def call_json(
         self, path: str, payload: Any, user_id: str, extra: Headers = ()
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """POST a JSON payload the gateway built itself (resource ingestion, flush)."""
         headers = [
             ("Content-Type", "application/json"),
@@ -111,8 +111,7 @@ class UpstreamClient(ABC):
             *extra,
         ]
         body = json.dumps(payload, ensure_ascii=False).encode()
-        status, _, content = await self.call("POST", path, headers, body)
-        return status, content
+        return await self.call("POST", path, headers, body)
 
     async def _acquire(self) -> None:
         if not self._slots.locked():

@@ -35,6 +35,9 @@ CREATE TABLE media_asset_relations (
     to_asset_id TEXT NOT NULL REFERENCES media_assets (id),
     relation_type TEXT NOT NULL,
     confidence INTEGER NOT NULL DEFAULT 100,
+    -- Set on the rows written at registration (0 = the primary parent): these edges are the
+    -- version chain that lineage walks; relations added later are annotations, not lineage.
+    parent_position INTEGER,
     created_at_ms INTEGER NOT NULL,
     UNIQUE (from_asset_id, to_asset_id, relation_type)
 );

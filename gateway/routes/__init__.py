@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from gateway.routes import health, memories
+from gateway.routes import (
+    agent_memories,
+    agents,
+    assets,
+    chats,
+    context,
+    conversations,
+    facts,
+    health,
+    memories,
+    resources,
+)
 
 PUBLIC_PATHS = health.PUBLIC_PATHS
 
@@ -20,4 +31,8 @@ OWNED_PREFIXES: tuple[str, ...] = (
 
 
 def all_routes() -> list[BaseRoute]:
-    return [*health.routes, *memories.routes]
+    return [
+        *health.routes, *memories.routes, *resources.routes, *assets.routes, *chats.routes,
+        *agents.routes, *conversations.routes, *agent_memories.routes, *context.routes,
+        *facts.routes,
+    ]

@@ -1,0 +1,149 @@
+"""`/agents/{agent_id}/memories`: long-term agent memories with their source message (§11)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import services, user_id
+from gateway.routes.common import api, json_body, json_response, query_params
+from gateway.routes.schema import (
+    CamelModel,
+    CamelPatch,
+    CamelRequest,
+    NonBlankText,
+    PageQuery,
+    cursor_param,
+    refuse_null,
+)
+from gateway.store import agent_memories
+
+TYPE_MAX = 80
+CONTENT_MAX = 2000
+Importance = Literal[1, 2, 3, 4, 5]
+
+
+class SourceMessageOut(CamelModel):
+    id: str
+    role: str
+    content: str
+    created_at_ms: int
+
+
+class MemoryOut(CamelModel):
+    id: str
+    agent_id: str
+    type: str
+    content: str
+    importance: int
+    status: str
+    source_message_id: str | None
+    source_message: SourceMessageOut | None
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class MemoryList(CamelModel):
+    memories: list[MemoryOut]
+    next_cursor: str | None
+
+
+class MemoryQuery(PageQuery):
+    """`?status=active|disabled` narrows the list; by default both are listed."""
+
+    status: Literal["active", "disabled"] | None = None
+
+
+class MemoryCreate(CamelRequest):
+    type: NonBlankText = Field(max_length=TYPE_MAX)
+    content: NonBlankText = Field(max_length=CONTENT_MAX)
+    importance: Importance = 3
+    status: Literal["active", "disabled"] = "active"
+    source_message_id: str | None = Field(default=None, max_length=128)
+
+
+class MemoryPatch(CamelPatch):
+    """Only type, content, importance and status (active|disabled) can change."""
+
+    type: NonBlankText | None = Field(default=None, max_length=TYPE_MAX)
+    content: NonBlankText | None = Field(default=None, max_length=CONTENT_MAX)
+    importance: Importance | None = None
+    status: Literal["active", "disabled"] | None = None
+
+
+@api(summary="Remember something for an agent", request=MemoryCreate, response=MemoryOut,
+     status=201, tag="agent memories")
+async def create_memory(request: Request) -> Response:
+    body = await json_body(request, MemoryCreate)
+    memory = await agent_memories.create(
+        services(request).db, user_id(request), request.path_params["agent_id"],
+        type=body.type.strip(), content=body.content.strip(), importance=body.importance,
+        status=body.status, source_message_id=body.source_message_id,
+    )
+    return json_response(MemoryOut.model_validate(memory), 201)
+
+
+@api(summary="List an agent's memories (not the deleted ones), newest first", query=MemoryQuery,
+     response=MemoryList, tag="agent memories")
+async def list_memories(request: Request) -> Response:
+    query = query_params(request, MemoryQuery)
+    statuses = (query.status,) if query.status else ("active", "disabled")
+    found, next_cursor = await agent_memories.list_page(
+        services(request).db, user_id(request), request.path_params["agent_id"], statuses,
+        query.limit, cursor_param(query.cursor, "cursor"),
+    )
+    return json_response(MemoryList(memories=[MemoryOut.model_validate(m) for m in found],
+                                    next_cursor=next_cursor))
+
+
+@api(summary="Read one memory", response=MemoryOut, tag="agent memories")
+async def get_memory(request: Request) -> Response:
+    memory = await agent_memories.get(
+        services(request).db, user_id(request), request.path_params["agent_id"],
+        request.path_params["memory_id"],
+    )
+    return json_response(MemoryOut.model_validate(memory))
+
+
+@api(summary="Change a memory's type, content, importance or status", request=MemoryPatch,
+     response=MemoryOut, tag="agent memories")
+async def update_memory(request: Request) -> Response:
+    body = await json_body(request, MemoryPatch)
+    refuse_null(body, "type", "content", "importance", "status")
+    changes: dict[str, Any] = {}
+    if body.type is not None:
+        changes["type"] = body.type.strip()
+    if body.content is not None:
+        changes["content"] = body.content.strip()
+    if body.importance is not None:
+        changes["importance"] = body.importance
+    if body.status is not None:
+        changes["status"] = body.status
+    memory = await agent_memories.update(
+        services(request).db, user_id(request), request.path_params["agent_id"],
+        request.path_params["memory_id"], **changes,
+    )
+    return json_response(MemoryOut.model_validate(memory))
+
+
+@api(summary="Delete a memory (status deleted: gone from lists and prompts)", status=204,
+     tag="agent memories")
+async def delete_memory(request: Request) -> Response:
+    await agent_memories.delete(
+        services(request).db, user_id(request), request.path_params["agent_id"],
+        request.path_params["memory_id"],
+    )
+    return Response(status_code=204)
+
+
+routes = [
+    Route("/agents/{agent_id}/memories", create_memory, methods=["POST"]),
+    Route("/agents/{agent_id}/memories", list_memories, methods=["GET"]),
+    Route("/agents/{agent_id}/memories/{memory_id}", get_memory, methods=["GET"]),
+    Route("/agents/{agent_id}/memories/{memory_id}", update_memory, methods=["PATCH"]),
+    Route("/agents/{agent_id}/memories/{memory_id}", delete_memory, methods=["DELETE"]),
+]

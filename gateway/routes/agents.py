@@ -1,0 +1,119 @@
+"""`/agents`: create, list (latest conversation activity first), read, update, delete (§10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import services, user_id
+from gateway.routes.common import api, json_body, json_response, query_params
+from gateway.routes.schema import (
+    CamelModel,
+    CamelPatch,
+    CamelRequest,
+    JsonObject,
+    NonBlankText,
+    PageQuery,
+    Text,
+    cursor_param,
+    refuse_null,
+)
+from gateway.store import agents
+
+NAME_MAX = 200
+OPENING_MESSAGE_MAX = 4000
+
+
+class AgentOut(CamelModel):
+    id: str
+    name: str
+    profile: dict[str, Any]
+    opening_message: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    last_message_at_ms: int | None
+
+
+class AgentList(CamelModel):
+    agents: list[AgentOut]
+    next_cursor: str | None
+
+
+class AgentCreate(CamelRequest):
+    name: NonBlankText = Field(max_length=NAME_MAX)
+    profile: JsonObject = Field(default_factory=dict)
+    opening_message: Text | None = Field(default=None, max_length=OPENING_MESSAGE_MAX)
+
+
+class AgentPatch(CamelPatch):
+    """Only the fields sent change; `openingMessage: null` clears it."""
+
+    name: NonBlankText | None = Field(default=None, max_length=NAME_MAX)
+    profile: JsonObject | None = None
+    opening_message: Text | None = Field(default=None, max_length=OPENING_MESSAGE_MAX)
+
+
+@api(summary="Create an agent", request=AgentCreate, response=AgentOut, status=201, tag="agents")
+async def create_agent(request: Request) -> Response:
+    body = await json_body(request, AgentCreate)
+    agent = await agents.create(
+        services(request).db, user_id(request), body.name.strip(), body.profile,
+        body.opening_message,
+    )
+    return json_response(AgentOut.model_validate(agent), 201)
+
+
+@api(summary="List agents, latest conversation activity first", query=PageQuery,
+     response=AgentList, tag="agents")
+async def list_agents(request: Request) -> Response:
+    query = query_params(request, PageQuery)
+    found, next_cursor = await agents.list_page(
+        services(request).db, user_id(request), query.limit, cursor_param(query.cursor, "cursor")
+    )
+    return json_response(AgentList(agents=[AgentOut.model_validate(a) for a in found],
+                                   next_cursor=next_cursor))
+
+
+@api(summary="Read an agent", response=AgentOut, tag="agents")
+async def get_agent(request: Request) -> Response:
+    agent = await agents.require(
+        services(request).db, user_id(request), request.path_params["agent_id"]
+    )
+    return json_response(AgentOut.model_validate(agent))
+
+
+@api(summary="Update an agent's name, profile or opening message", request=AgentPatch,
+     response=AgentOut, tag="agents")
+async def update_agent(request: Request) -> Response:
+    body = await json_body(request, AgentPatch)
+    refuse_null(body, "name", "profile")
+    changes: dict[str, Any] = {}
+    if body.name is not None:
+        changes["name"] = body.name.strip()
+    if body.profile is not None:
+        changes["profile"] = body.profile
+    if "opening_message" in body.model_fields_set:
+        changes["opening_message"] = body.opening_message
+    agent = await agents.update(
+        services(request).db, user_id(request), request.path_params["agent_id"], **changes
+    )
+    return json_response(AgentOut.model_validate(agent))
+
+
+@api(summary="Delete an agent and its conversations", status=204, tag="agents")
+async def delete_agent(request: Request) -> Response:
+    await agents.delete(services(request).db, user_id(request), request.path_params["agent_id"])
+    return Response(status_code=204)
+
+
+routes = [
+    Route("/agents", create_agent, methods=["POST"]),
+    Route("/agents", list_agents, methods=["GET"]),
+    Route("/agents/{agent_id}", get_agent, methods=["GET"]),
+    Route("/agents/{agent_id}", update_agent, methods=["PATCH"]),
+    Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+]

@@ -1,0 +1,192 @@
+"""`/assets`: register media assets, read them, their lineage, and relations between them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import services, user_id
+from gateway.errors import NotFound, ValidationFailed
+from gateway.routes.common import api, json_body, json_response
+from gateway.routes.schema import CamelModel, CamelRequest, JsonObject, Text
+from gateway.store import assets
+from gateway.store.assets import MediaAsset, NewAsset, UnknownAssets
+
+SourceType = Literal[
+    "upload", "generated", "canvas", "storyboard_tile", "storyboard_video", "model3d_preview"
+]
+RelationType = Literal[
+    "edited_from",
+    "generated_from",
+    "reference_of",
+    "selected_in_turn",
+    "latest_result_of",
+    "located_on_canvas",
+    "derived_preview",
+    "upscaled_from",
+]
+AssetId = Annotated[Text, Field(min_length=1, max_length=64)]
+ShortText = Annotated[Text, Field(min_length=1, max_length=128)]
+Url = Annotated[Text, Field(min_length=1, max_length=8192)]
+MAX_PARENTS = 16
+
+
+class AssetIn(CamelRequest):
+    chat_id: ShortText | None = None
+    project_id: ShortText | None = None
+    media_type: Annotated[str, Field(min_length=1, max_length=32)]
+    source_type: SourceType
+    original_url: Url
+    preview_url: Url | None = None
+    mime_type: Annotated[Text, Field(min_length=1, max_length=255)] | None = None
+    width: Annotated[int, Field(ge=0, lt=2**31)] | None = None
+    height: Annotated[int, Field(ge=0, lt=2**31)] | None = None
+    display_name: Annotated[Text, Field(max_length=512)] | None = None
+    prompt: Annotated[Text, Field(max_length=20_000)] | None = None
+    model_id: ShortText | None = None
+    source_message_id: ShortText | None = None
+    source_node_id: ShortText | None = None
+    parent_asset_ids: Annotated[list[AssetId], Field(max_length=MAX_PARENTS)] = []
+    relation_type: RelationType | None = None
+    summary: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
+
+
+class AssetOut(CamelModel):
+    id: str
+    chat_id: str | None
+    project_id: str | None
+    media_type: str
+    source_type: str
+    status: str
+    original_url: str
+    preview_url: str | None
+    mime_type: str | None
+    width: int | None
+    height: int | None
+    display_name: str | None
+    prompt: str | None
+    model_id: str | None
+    source_message_id: str | None
+    source_node_id: str | None
+    root_asset_id: str
+    primary_parent_asset_id: str | None
+    summary: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class RelationIn(CamelRequest):
+    to_asset_id: AssetId
+    relation_type: RelationType
+    confidence: Annotated[int, Field(ge=0, le=100)] = 100
+
+
+class RelationOut(CamelModel):
+    id: str
+    from_asset_id: str
+    to_asset_id: str
+    relation_type: str
+    confidence: int
+    # 0 for the primary parent, 1.. for further parents; null for relations added later
+    parent_position: int | None
+    created_at_ms: int
+
+
+class LineageOut(CamelModel):
+    asset_id: str
+    root_asset_id: str
+    chain: list[AssetOut] = Field(description="root first, the asset itself last")
+    children: list[AssetOut] = Field(
+        description="every asset derived from this one (children, their children, ...), "
+        "in registration order"
+    )
+    relations: list[RelationOut] = Field(description="every relation from or to this asset")
+
+
+def _unknown(exc: UnknownAssets, field: str) -> ValidationFailed:
+    return ValidationFailed(f"{field}: unknown asset ids: {', '.join(exc.missing)}", field=field)
+
+
+async def _owned(request: Request) -> MediaAsset:
+    asset_id = request.path_params["asset_id"]
+    asset = await assets.get(services(request).db, user_id(request), asset_id)
+    if asset is None:
+        raise NotFound(f"no asset {asset_id}")
+    return asset
+
+
+@api(summary="Register a media asset", request=AssetIn, response=AssetOut, status=201, tag="assets")
+async def register_asset(request: Request) -> Response:
+    body = await json_body(request, AssetIn)
+    if body.relation_type is not None and not body.parent_asset_ids:
+        raise ValidationFailed("relationType: needs parentAssetIds", field="relationType")
+    new = NewAsset(**body.model_dump(exclude={"parent_asset_ids", "relation_type"}))
+    try:
+        asset = await assets.register(
+            services(request).db,
+            user_id(request),
+            new,
+            body.parent_asset_ids,
+            body.relation_type or assets.DEFAULT_PARENT_RELATION,
+        )
+    except UnknownAssets as exc:
+        raise _unknown(exc, "parentAssetIds") from None
+    return json_response(AssetOut.model_validate(asset), 201)
+
+
+@api(summary="Read a media asset", response=AssetOut, tag="assets")
+async def read_asset(request: Request) -> Response:
+    return json_response(AssetOut.model_validate(await _owned(request)))
+
+
+@api(summary="An asset's version chain back to its root, and everything derived from it",
+     response=LineageOut, tag="assets")
+async def read_lineage(request: Request) -> Response:
+    asset = await _owned(request)
+    found = await assets.lineage(services(request).db, user_id(request), asset.id)
+    if found is None:  # vanished between the two reads; assets are never deleted today
+        raise NotFound(f"no asset {asset.id}")
+    return json_response(
+        LineageOut(
+            asset_id=asset.id,
+            root_asset_id=asset.root_asset_id,
+            chain=[AssetOut.model_validate(a) for a in found.chain],
+            children=[AssetOut.model_validate(a) for a in found.descendants],
+            relations=[RelationOut.model_validate(r) for r in found.relations],
+        )
+    )
+
+
+@api(summary="Relate this asset to another of the caller's assets (idempotent)",
+     request=RelationIn, response=RelationOut, status=201, tag="assets")
+async def add_relation(request: Request) -> Response:
+    asset = await _owned(request)
+    body = await json_body(request, RelationIn)
+    if body.to_asset_id == asset.id:
+        raise ValidationFailed("toAssetId: an asset cannot relate to itself", field="toAssetId")
+    try:
+        relation, created = await assets.add_relation(
+            services(request).db,
+            user_id(request),
+            asset.id,
+            body.to_asset_id,
+            body.relation_type,
+            body.confidence,
+        )
+    except UnknownAssets as exc:
+        raise _unknown(exc, "toAssetId") from None
+    return json_response(RelationOut.model_validate(relation), 201 if created else 200)
+
+
+routes = [
+    Route("/assets", register_asset, methods=["POST"]),
+    Route("/assets/{asset_id}", read_asset, methods=["GET"]),
+    Route("/assets/{asset_id}/lineage", read_lineage, methods=["GET"]),
+    Route("/assets/{asset_id}/relations", add_relation, methods=["POST"]),
+]

@@ -1,0 +1,136 @@
+"""Search answers (SPEC §6, §9): find the result items in any known container, pure and in place.
+
+The EverOS envelope `{"data": {"episodes", "profiles", "agent_cases", "agent_skills",
+"unprocessed_messages"}}` comes first; then `{"results"}`, `{"memories"}` and
+`{"data": {"memories" | "raw_messages"}}` from other engines and older versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import UpstreamBadResponse
+
+EVEROS_GROUPS: dict[str, str] = {
+    "episodes": "episode",
+    "profiles": "profile",
+    "agent_cases": "agent_case",
+    "agent_skills": "agent_skill",
+    "unprocessed_messages": "unprocessed_message",
+}
+CONTENT_KEYS = ("episode", "summary", "memory", "content", "text", "description")
+
+
+@dataclass
+class FoundItem:
+    type: str
+    raw: Any
+    container: list[Any]  # the list the item sits in, so it can be dropped in place
+
+    @property
+    def session_id(self) -> str | None:
+        if not isinstance(self.raw, Mapping):
+            return None
+        value = self.raw.get("session_id")
+        if not value:
+            metadata = self.raw.get("metadata")
+            value = metadata.get("session_id") if isinstance(metadata, Mapping) else None
+        return value if isinstance(value, str) and value else None
+
+    def scope(self, default_app: str, default_project: str) -> tuple[str, str]:
+        raw = self.raw if isinstance(self.raw, Mapping) else {}
+        app, project = raw.get("app_id"), raw.get("project_id")
+        return (
+            app if isinstance(app, str) and app else default_app,
+            project if isinstance(project, str) and project else default_project,
+        )
+
+    @property
+    def content(self) -> str | None:
+        if isinstance(self.raw, str):
+            return self.raw
+        if not isinstance(self.raw, Mapping):
+            return None
+        for key in CONTENT_KEYS:
+            value = self.raw.get(key)
+            if isinstance(value, str):
+                return value
+        return None
+
+    def field(self, *keys: str) -> Any:
+        if not isinstance(self.raw, Mapping):
+            return None
+        for key in keys:
+            if self.raw.get(key) is not None:
+                return self.raw[key]
+        return None
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise UpstreamBadResponse(f"upstream search answer: {where} is not a list")
+    return value
+
+
+def find_items(payload: Any) -> list[FoundItem]:
+    """The result items of a search answer, in answer order; UpstreamBadResponse for others."""
+    if not isinstance(payload, Mapping):
+        raise UpstreamBadResponse(
+            f"upstream search answer is a JSON {type(payload).__name__}, not an object"
+        )
+    data = payload.get("data")
+    if isinstance(data, Mapping) and any(key in data for key in EVEROS_GROUPS):
+        found: list[FoundItem] = []
+        for group, item_type in EVEROS_GROUPS.items():
+            if data.get(group) is None:
+                continue
+            items = _list(data[group], f"data.{group}")
+            found.extend(FoundItem(item_type, item, items) for item in items)
+        return found
+    for key in ("results", "memories"):
+        if key in payload:
+            items = _list(payload[key], key)
+            return [FoundItem(_item_type(item, "memory"), item, items) for item in items]
+    if isinstance(data, Mapping):
+        for key, default_type in (("memories", "memory"), ("raw_messages", "raw_message")):
+            if key in data:
+                items = _list(data[key], f"data.{key}")
+                return [FoundItem(_item_type(item, default_type), item, items) for item in items]
+    keys = ", ".join(sorted(str(k) for k in payload)) or "none"
+    raise UpstreamBadResponse(
+        "upstream search answer has none of the known shapes (data.episodes…, results, "
+        f"memories, data.memories, data.raw_messages); its keys: {keys}"
+    )
+
+
+def _item_type(item: Any, default: str) -> str:
+    if isinstance(item, Mapping):
+        for key in ("type", "memory_type"):
+            value = item.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return default
+
+
+def drop(items: list[FoundItem], dropped: list[FoundItem]) -> None:
+    """Remove items from the containers they sit in (identity, not equality)."""
+    gone = {id(item.raw) for item in dropped}
+    for container in {id(i.container): i.container for i in dropped}.values():
+        container[:] = [entry for entry in container if id(entry) not in gone]
+
+
+def result(item: FoundItem, index: int, attachments: list[dict[str, str]]) -> dict[str, Any]:
+    """One normalised result of `/memories/search`."""
+    identifier = item.field("id", "memory_id", "episode_id", "message_id")
+    return {
+        "id": str(identifier) if identifier is not None else f"{item.type}:{index}",
+        "type": item.type,
+        "content": item.content,
+        "score": item.field("score"),
+        "session_id": item.session_id,
+        "created_at": item.field("created_at", "timestamp"),
+        "raw": item.raw,
+        "attachments": attachments,
+    }

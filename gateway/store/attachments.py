@@ -1,0 +1,267 @@
+"""Attachment mappings, session ownership and the intents recorded before upstream calls.
+
+An intent is written before the engine is called and holds everything needed to finish the work
+(mappings to make, a resource row, files written). Success settles it into rows; failure deletes
+it; a crash leaves it, and `settle_leftover_intents` turns it into rows at the next start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gateway.errors import SessionOwnedByAnotherUser
+from gateway.ids import new_id, now_ms
+from gateway.store.database import Database, Transaction
+
+RESOURCE_SOURCE = "resource_upload"
+
+
+@dataclass(frozen=True)
+class AttachmentMapping:
+    id: str
+    user_id: str
+    app_id: str
+    project_id: str
+    session_id: str
+    resource_id: str | None
+    content_type: str
+    name: str
+    internal_uri: str
+    source: str
+    sha256: str | None = None
+
+
+@dataclass
+class Intent:
+    """Work started before an upstream call; `payload` is everything needed to finish it."""
+
+    id: str
+    user_id: str
+    kind: str  # "memory_add" | "resource_upload"
+    mappings: list[AttachmentMapping] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+    resource: dict[str, Any] | None = None
+
+    def payload(self) -> str:
+        return json.dumps(
+            {
+                "mappings": [asdict(m) for m in self.mappings],
+                "folders": self.folders,
+                "resource": self.resource,
+            }
+        )
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Intent:
+        data = json.loads(row["payload"])
+        return cls(
+            id=row["id"],
+            user_id=row["user_id"],
+            kind=row["kind"],
+            mappings=[AttachmentMapping(**m) for m in data["mappings"]],
+            folders=list(data["folders"]),
+            resource=data.get("resource"),
+        )
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+
+async def session_owner(db: Database, app_id: str, project_id: str, session_id: str) -> str | None:
+    row = await db.read_one(
+        "SELECT user_id FROM memory_sessions WHERE app_id = ? AND project_id = ? "
+        "AND session_id = ?",
+        (app_id, project_id, session_id),
+    )
+    return None if row is None else str(row["user_id"])
+
+
+async def _claim_session(
+    tx: Transaction, user_id: str, app_id: str, project_id: str, session_id: str
+) -> bool:
+    """Make the caller the owner if nobody is; True when this call created the claim."""
+    created = await tx.execute(
+        "INSERT OR IGNORE INTO memory_sessions (app_id, project_id, session_id, user_id, "
+        "created_at) VALUES (?, ?, ?, ?, ?)",
+        (app_id, project_id, session_id, user_id, now_ms()),
+    )
+    if created:
+        return True
+    row = await tx.read_one(
+        "SELECT user_id FROM memory_sessions WHERE app_id = ? AND project_id = ? "
+        "AND session_id = ?",
+        (app_id, project_id, session_id),
+    )
+    if row is None or row["user_id"] != user_id:
+        raise SessionOwnedByAnotherUser()
+    return False
+
+
+# --- intents ----------------------------------------------------------------------------------
+
+
+async def begin_intent(db: Database, intent: Intent, session: tuple[str, str, str]) -> None:
+    """Claim the session (403 if another user owns it) and record the intent, atomically."""
+    async with db.write() as tx:
+        await _claim_session(tx, intent.user_id, *session)
+        await tx.execute(
+            "INSERT INTO pending_intents (id, user_id, kind, payload, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (intent.id, intent.user_id, intent.kind, intent.payload(), now_ms()),
+        )
+
+
+async def update_intent(db: Database, intent: Intent) -> None:
+    async with db.write() as tx:
+        await tx.execute(
+            "UPDATE pending_intents SET payload = ? WHERE id = ?", (intent.payload(), intent.id)
+        )
+
+
+async def commit_intent(db: Database, intent: Intent) -> None:
+    """The upstream succeeded: write the resource row and mappings, forget the intent."""
+    async with db.write() as tx:
+        await _apply(tx, intent)
+        await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
+
+
+async def abandon_intent(db: Database, intent: Intent) -> None:
+    """The upstream failed: forget the intent (its files are removed by the caller).
+
+    A session claim made by the request stays: the session remains reserved to the user who
+    tried first, which keeps two users from racing into one engine buffer.
+    """
+    async with db.write() as tx:
+        await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
+
+
+async def leftover_intents(db: Database) -> list[Intent]:
+    rows = await db.read("SELECT * FROM pending_intents ORDER BY created_at")
+    return [Intent.from_row(row) for row in rows]
+
+
+async def settle_leftover_intents(db: Database) -> list[Intent]:
+    """At start-up: intents a crash left behind are committed (the upstream may have the data)."""
+    settled = await leftover_intents(db)
+    for intent in settled:
+        await commit_intent(db, intent)
+    return settled
+
+
+async def _apply(tx: Transaction, intent: Intent) -> None:
+    created = now_ms()
+    resource = intent.resource
+    if resource is not None:
+        await tx.execute(
+            "INSERT OR IGNORE INTO resources (id, user_id, name, safe_name, content_type, size, "
+            "sha256, app_id, project_id, session_id, internal_uri, metadata, created_at) "
+            "VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id, "
+            ":project_id, :session_id, :internal_uri, :metadata, :created_at)",
+            resource,  # type: ignore[arg-type]
+        )
+    await insert_mappings(tx, intent.mappings, created)
+
+
+async def insert_mappings(
+    tx: Transaction, mappings: Iterable[AttachmentMapping], created: int
+) -> None:
+    await tx.executemany(
+        "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
+        "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL, "
+        "name = excluded.name, content_type = excluded.content_type",
+        [
+            (m.id, m.user_id, m.app_id, m.project_id, m.session_id, m.resource_id,
+             m.content_type, m.name, m.internal_uri, m.source, m.sha256, created)
+            for m in mappings
+        ],
+    )
+
+
+# --- reads for search -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """For one page of search results: other users' sessions, and the caller's mappings."""
+
+    foreign: set[tuple[str, str, str]]  # (app_id, project_id, session_id) owned by someone else
+    mappings: dict[str, list[sqlite3.Row]]  # session_id -> the caller's live mappings
+
+
+async def session_facts(db: Database, user_id: str, session_ids: Sequence[str]) -> SessionFacts:
+    """One query for the whole page: foreign owners and the caller's live mappings."""
+    if not session_ids:
+        return SessionFacts(set(), {})
+    marks = ",".join("?" * len(session_ids))
+    rows = await db.read(
+        f"SELECT 'owner' AS kind, app_id, project_id, session_id, NULL AS name, "
+        f"NULL AS internal_uri, NULL AS content_type FROM memory_sessions "
+        f"WHERE session_id IN ({marks}) AND user_id != ? "
+        f"UNION ALL "
+        f"SELECT 'mapping', app_id, project_id, session_id, name, internal_uri, content_type "
+        f"FROM memory_attachments WHERE user_id = ? AND session_id IN ({marks}) "
+        f"AND deleted_at IS NULL",
+        (*session_ids, user_id, user_id, *session_ids),
+    )
+    foreign: set[tuple[str, str, str]] = set()
+    mappings: dict[str, list[sqlite3.Row]] = {}
+    for row in rows:
+        if row["kind"] == "owner":
+            foreign.add((row["app_id"], row["project_id"], row["session_id"]))
+        else:
+            mappings.setdefault(row["session_id"], []).append(row)
+    return SessionFacts(foreign, mappings)
+
+
+async def mappings_for(db: Database, user_id: str, session_id: str) -> list[sqlite3.Row]:
+    return await db.read(
+        "SELECT * FROM memory_attachments WHERE user_id = ? AND session_id = ? "
+        "AND deleted_at IS NULL ORDER BY created_at, id",
+        (user_id, session_id),
+    )
+
+
+# --- backfill ---------------------------------------------------------------------------------
+
+
+async def backfill(db: Database) -> int:
+    """Give every live resource its mapping (idempotent); returns how many were (re)made."""
+    async with db.write() as tx:
+        return await tx.execute(
+            "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
+            "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
+            "SELECT 'att_' || lower(hex(randomblob(12))), r.user_id, r.app_id, r.project_id, "
+            "r.session_id, r.id, r.content_type, r.name, r.internal_uri, ?, r.sha256, r.created_at "
+            "FROM resources r WHERE r.deleted_at IS NULL AND NOT EXISTS ("
+            "  SELECT 1 FROM memory_attachments m WHERE m.user_id = r.user_id "
+            "  AND m.session_id = r.session_id AND m.internal_uri = r.internal_uri "
+            "  AND m.deleted_at IS NULL)"
+            "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL",
+            (RESOURCE_SOURCE,),
+        )
+
+
+def new_mapping(
+    *,
+    user_id: str,
+    app_id: str,
+    project_id: str,
+    session_id: str,
+    name: str,
+    content_type: str,
+    internal_uri: str,
+    source: str,
+    resource_id: str | None = None,
+    sha256: str | None = None,
+    mapping_id: str | None = None,
+) -> AttachmentMapping:
+    return AttachmentMapping(
+        mapping_id or new_id("att"), user_id, app_id, project_id, session_id, resource_id,
+        content_type, name, internal_uri, source, sha256,
+    )

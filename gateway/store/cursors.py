@@ -1,0 +1,50 @@
+"""Opaque keyset cursors: a `(sort key, id)` pair as unpadded urlsafe base64 of JSON.
+
+Pages walk `ORDER BY key DESC, id DESC` and continue strictly below the cursor's pair, so a row
+is never skipped or repeated, however many rows share one key (e.g. one millisecond).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import NamedTuple
+
+from gateway.errors import ValidationFailed
+
+MAX_CURSOR_CHARS = 512
+_INT64 = 2**63
+
+
+class Cursor(NamedTuple):
+    key: int
+    id: str
+
+
+def encode_cursor(key: int, item_id: str) -> str:
+    raw = json.dumps([key, item_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str, field: str) -> Cursor:
+    invalid = ValidationFailed(f"{field}: not a cursor this endpoint returned", field=field)
+    if not cursor or len(cursor) > MAX_CURSOR_CHARS:
+        raise invalid
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        parsed = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    if not (isinstance(parsed, list) and len(parsed) == 2):
+        raise invalid
+    key, item_id = parsed
+    if isinstance(key, bool) or not isinstance(key, int) or not -_INT64 <= key < _INT64:
+        raise invalid
+    if not isinstance(item_id, str) or not item_id or len(item_id) > 128:
+        raise invalid
+    try:
+        item_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid from None
+    return Cursor(key, item_id)

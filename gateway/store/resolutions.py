@@ -1,0 +1,120 @@
+"""The target-resolution audit (`message_target_resolutions`), written with the working state.
+
+One resolution is one transaction: the audit row and the chat's working-state update commit
+together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.ids import new_id, now_ms
+from gateway.store import working_state
+from gateway.store.cursors import Cursor
+from gateway.store.database import Database
+from gateway.store.working_state import ChatWorkingState
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What one resolution saw and decided."""
+
+    raw_text: str
+    uploaded_asset_ids: list[str]
+    selected_asset_ids: list[str]
+    candidate_asset_ids: list[str]
+    resolved_asset_ids: list[str]
+    resolution_mode: str
+    confidence: int
+    needs_clarification: bool
+    reasoning: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    id: str
+    chat_id: str
+    audit: Audit
+    created_at_ms: int
+
+
+def _resolution(row: sqlite3.Row) -> Resolution:
+    audit = Audit(
+        raw_text=row["raw_text"],
+        uploaded_asset_ids=json.loads(row["uploaded_asset_ids"]),
+        selected_asset_ids=json.loads(row["selected_asset_ids"]),
+        candidate_asset_ids=json.loads(row["candidate_asset_ids"]),
+        resolved_asset_ids=json.loads(row["resolved_asset_ids"]),
+        resolution_mode=row["resolution_mode"],
+        confidence=row["confidence"],
+        needs_clarification=bool(row["needs_clarification"]),
+        reasoning=row["reasoning"],
+    )
+    return Resolution(row["id"], row["chat_id"], audit, row["created_at_ms"])
+
+
+async def record(
+    db: Database,
+    user_id: str,
+    chat_id: str,
+    audit: Audit,
+    next_state: Callable[[ChatWorkingState], ChatWorkingState],
+) -> tuple[Resolution, ChatWorkingState]:
+    """Write the audit row and the working state `next_state` makes of the stored one.
+
+    The stored state is read inside the write transaction, so concurrent turns of one chat
+    each count once.
+    """
+    resolution = Resolution(new_id("rsl"), chat_id, audit, now_ms())
+    async with db.write() as tx:
+        await tx.execute(
+            "INSERT INTO message_target_resolutions (id, user_id, chat_id, raw_text,"
+            " uploaded_asset_ids, selected_asset_ids, candidate_asset_ids, resolved_asset_ids,"
+            " resolution_mode, confidence, needs_clarification, reasoning, created_at_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                resolution.id,
+                user_id,
+                chat_id,
+                audit.raw_text,
+                json.dumps(audit.uploaded_asset_ids),
+                json.dumps(audit.selected_asset_ids),
+                json.dumps(audit.candidate_asset_ids),
+                json.dumps(audit.resolved_asset_ids),
+                audit.resolution_mode,
+                audit.confidence,
+                int(audit.needs_clarification),
+                audit.reasoning,
+                resolution.created_at_ms,
+            ),
+        )
+        current = await working_state.get(tx, user_id, chat_id)
+        state = await working_state.write_state(tx, user_id, chat_id, next_state(current))
+    return resolution, state
+
+
+async def list_for_chat(
+    db: Database,
+    user_id: str,
+    chat_id: str,
+    limit: int,
+    before: Cursor | None = None,
+) -> list[Resolution]:
+    """A chat's resolutions, newest first; `before` = (created_at_ms, id) of the last one seen."""
+    if before is None:
+        rows = await db.read(
+            "SELECT * FROM message_target_resolutions WHERE user_id = ? AND chat_id = ?"
+            " ORDER BY created_at_ms DESC, id DESC LIMIT ?",
+            (user_id, chat_id, limit),
+        )
+    else:
+        rows = await db.read(
+            "SELECT * FROM message_target_resolutions WHERE user_id = ? AND chat_id = ?"
+            " AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))"
+            " ORDER BY created_at_ms DESC, id DESC LIMIT ?",
+            (user_id, chat_id, before.key, before.key, before.id, limit),
+        )
+    return [_resolution(row) for row in rows]
