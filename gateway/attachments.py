@@ -161,6 +161,8 @@ def decode_inline(item: AttachmentItem, limit: int) -> bytes:
         raise PayloadTooLarge(
             f"{item.field}: decoded file exceeds the limit of {limit} bytes", field=item.field
         )
+    if len(encoded) % 4:
+        raise ValidationFailed(f"{item.field}: invalid base64 (bad length)", field=item.field)
     try:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):

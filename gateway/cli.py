@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
+from gateway import maintenance
 from gateway.auth import generate_key, hash_secret
 from gateway.config import ConfigError, Settings, load_settings
 from gateway.errors import ValidationFailed
@@ -20,7 +21,7 @@ log = logging.getLogger("gateway.cli")
 
 # Extra verbs registered by feature modules: name -> (help, add_arguments, run(settings, args)).
 Verb = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Settings, Any], int]]
-EXTRA_VERBS: dict[str, Verb] = {}
+EXTRA_VERBS: dict[str, Verb] = {**maintenance.VERBS}
 
 
 def _run_async(main: Coroutine[Any, Any, None]) -> None:

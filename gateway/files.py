@@ -39,18 +39,19 @@ def last_segment(name: str) -> str:
 
 def safe_name(name: str | None, fallback: str = "file") -> str:
     """A file name that never escapes its folder, is never empty, and keeps the extension."""
-    base = unicodedata.normalize("NFC", last_segment(name or ""))
-    base = _UNSAFE.sub("_", base).strip(" .")
-    if not base or base.lower().split(".")[0] in _WINDOWS_RESERVED:
-        base = f"{fallback}_{base}" if base else fallback
+    # Lone surrogates cannot be file names on any filesystem: they become "?" and then "_".
+    base = (name or "").encode("utf-8", "replace").decode("utf-8")
+    base = _UNSAFE.sub("_", unicodedata.normalize("NFC", last_segment(base)))
     stem, dot, ext = base.rpartition(".")
     if not dot:
         stem, ext = base, ""
-    ext = ext[:16]
+    ext = ext.strip()[:16]
+    stem = stem.strip(" .")
+    if not stem or stem.lower().split(".")[0] in _WINDOWS_RESERVED:
+        stem = f"{fallback}_{stem}" if stem else fallback
     suffix = f".{ext}" if ext else ""
     budget = MAX_NAME_BYTES - len(suffix.encode())
-    stem_bytes = (stem or fallback).encode()[:budget]
-    stem = stem_bytes.decode("utf-8", errors="ignore").strip(" .") or fallback
+    stem = stem.encode()[:budget].decode("utf-8", errors="ignore").strip(" .") or fallback
     return stem + suffix
 
 

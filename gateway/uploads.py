@@ -126,7 +126,12 @@ async def receive_upload(
     if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
         raise PayloadTooLarge(f"upload of {int(declared)} bytes exceeds the limit of {limit} bytes")
     collector = _Collector()
-    parser = MultipartParser(boundary_of(scope), callbacks=collector)  # type: ignore[arg-type]
+    callbacks = {
+        name: getattr(collector, name)
+        for name in ("on_part_begin", "on_header_field", "on_header_value", "on_header_end",
+                     "on_headers_finished", "on_part_data", "on_part_end")
+    }
+    parser = MultipartParser(boundary_of(scope), callbacks=callbacks)  # type: ignore[arg-type]
 
     async def file_chunks() -> AsyncIterator[bytes]:
         async for chunk in stream_body(receive):

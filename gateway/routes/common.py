@@ -68,7 +68,13 @@ def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Res
 
 
 class ApiDoc:
-    """What a handler takes and returns, read by the OpenAPI generator (gateway/openapi.py)."""
+    """What a handler takes and returns, read by the OpenAPI generator (gateway/openapi.py).
+
+    `content_type` is the request body's type when there is a `request` model (e.g.
+    multipart/form-data), else the response's (e.g. a file's bytes). `also` lists other success
+    statuses answered with the same body (201 created / 200 already there); `errors` the error
+    statuses beyond those implied (401 with a key, 404 with a path id, 413/422 with input).
+    """
 
     def __init__(
         self,
@@ -80,6 +86,8 @@ class ApiDoc:
         status: int = 200,
         tag: str = "",
         content_type: str | None = None,
+        also: tuple[int, ...] = (),
+        errors: tuple[int, ...] = (),
     ) -> None:
         self.summary = summary
         self.request = request
@@ -88,6 +96,8 @@ class ApiDoc:
         self.status = status
         self.tag = tag
         self.content_type = content_type
+        self.also = also
+        self.errors = errors
 
 
 def api(**kwargs: Any) -> Any:

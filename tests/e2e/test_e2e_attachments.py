@@ -1,0 +1,59 @@
+"""End to end with real processes: upload → add → search, the file:// path holding the bytes."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import httpx
+import pytest
+
+from tests.processes import dev_engine, gateway
+
+pytestmark = pytest.mark.e2e
+PNG = b"\x89PNG\r\n\x1a\n" + b"e2e-bytes" * 100
+
+
+def path_of(uri: str) -> Path:
+    return Path(unquote(urlsplit(uri).path))
+
+
+def test_upload_add_search_returns_real_files(tmp_path: Path) -> None:
+    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url) as gw:
+        alice = httpx.Client(base_url=gw.url, timeout=20,
+                             headers={"Authorization": f"Bearer {gw.key('alice')}"})
+        bob = httpx.Client(base_url=gw.url, timeout=20,
+                           headers={"Authorization": f"Bearer {gw.key('bob')}"})
+        with alice, bob:
+            uploaded = alice.post("/resources",
+                                  files={"file": ("simple-multimodal-image.png", PNG)})
+            assert uploaded.status_code == 201, uploaded.text
+            added = alice.post("/memories/add", json={
+                "session_id": "holiday", "messages": [{
+                    "role": "user", "sender_id": "alice", "content": [
+                        {"type": "text", "text": "the lighthouse at dusk"},
+                        {"type": "image", "base64": base64.b64encode(PNG[::-1]).decode(),
+                         "name": "lighthouse.png"}]}]})
+            assert added.status_code == 200, added.text
+            flushed = alice.post("/api/v2/memory/flush", json={"session_id": "holiday"})
+            assert flushed.status_code == 200, flushed.text
+
+            found = alice.post("/memories/search",
+                               json={"query": "simple multimodal image", "user_id": "alice"})
+            assert found.status_code == 200, found.text
+            by_name = {a["name"]: a for r in found.json()["results"] for a in r["attachments"]}
+            assert path_of(by_name["simple-multimodal-image.png"]["internal_uri"]).read_bytes() \
+                == PNG
+
+            found = alice.post("/memories/search", json={"query": "lighthouse",
+                                                         "user_id": "alice"})
+            attachments = [a for r in found.json()["results"] for a in r["attachments"]]
+            assert [a["name"] for a in attachments] == ["lighthouse.png"]
+            assert path_of(attachments[0]["internal_uri"]).read_bytes() == PNG[::-1]
+
+            found = bob.post("/memories/search", json={"query": "lighthouse", "user_id": "bob"})
+            assert found.status_code == 200
+            assert all(r["attachments"] == [] for r in found.json()["results"])
+            assert "lighthouse" not in found.text
+            assert bob.get(f"/resources/{uploaded.json()['id']}").status_code == 404

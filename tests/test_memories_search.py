@@ -1,0 +1,205 @@
+"""`/memories/search` (SPEC §9): normalisation, filename matching, isolation, bad answers."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from gateway.config import Settings
+from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
+
+B64 = base64.b64encode(PNG).decode()
+
+
+async def add(client: httpx.AsyncClient, sender: str, session: str, *items: dict[str, Any],
+              **extra: Any) -> None:
+    body = {"session_id": session, **extra, "messages": [
+        {"role": "user", "sender_id": sender, "content": [{"type": "text", "text": "x"}, *items]}]}
+    response = await client.post("/memories/add", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def test_episode_naming_the_file_gets_its_real_uri(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "base64": B64, "name": "Sunset.PNG"},
+              {"type": "image", "uri": "https://cdn/x/other.jpg"})
+    answer_search(engine, episodes(
+        {"id": "ep1", "session_id": "s1", "episode": "alice shared sunset.png at the beach",
+         "score": 0.9, "timestamp": "2026-11-30T00:00:00Z"}))
+    response = await alice.post("/memories/search", json={"query": "beach", "user_id": "alice"})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["total"] == 1
+    [result] = body["results"]
+    assert result["id"] == "ep1" and result["type"] == "episode"
+    assert result["content"] == "alice shared sunset.png at the beach"
+    assert result["score"] == 0.9 and result["session_id"] == "s1"
+    assert result["created_at"] == "2026-11-30T00:00:00Z"
+    assert result["raw"]["episode"] == result["content"] and "attachments" not in result["raw"]
+    [attachment] = result["attachments"]
+    assert attachment["type"] == "image" and attachment["name"] == "Sunset.PNG"
+    assert attachment["internal_uri"].startswith("file:///")
+    assert attachment["internal_uri"].endswith("/Sunset.PNG")
+
+
+async def test_no_filename_in_result_means_no_attachments(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/cat.png"})
+    answer_search(engine, episodes({"session_id": "s1", "episode": "a cat sat on a mat"},
+                                   {"episode": "no session at all mentions cat.png"}))
+    results = (await alice.post("/memories/search", json={"query": "cat"})).json()["results"]
+    assert [r["attachments"] for r in results] == [[], []]
+
+
+async def test_base64_values_are_not_scanned(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/secret.png"})
+    answer_search(engine, episodes(unprocessed=[{
+        "session_id": "s1", "role": "user",
+        "content": [{"type": "image", "base64": "secret.png", "name": None}]}]))
+    [result] = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
+    assert result["type"] == "unprocessed_message"
+    assert result["attachments"] == []
+
+
+async def test_matches_in_nested_values_and_dedupes_by_uri(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/a.png"},
+              {"type": "doc", "uri": "https://cdn/notes.pdf"})
+    answer_search(engine, episodes({"session_id": "s1", "episode": "see A.PNG",
+                                    "atomic_facts": [{"fact": "a.png twice: a.png"},
+                                                     ["deep", {"x": "NOTES.pdf"}]]}))
+    [result] = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
+    assert sorted((a["name"], a["type"]) for a in result["attachments"]) == [
+        ("a.png", "image"), ("notes.pdf", "file")]
+
+
+async def test_another_user_with_the_same_session_id_gets_nothing(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "shared", {"type": "image", "uri": "https://cdn/private.png"})
+    await add(bob, "bob", "bobs", {"type": "image", "uri": "https://cdn/private.png"})
+    answer_search(engine, episodes(
+        {"session_id": "shared", "episode": "private.png of alice"},
+        {"session_id": "bobs", "episode": "private.png of bob"},
+        {"session_id": "nobody-owns", "episode": "private.png elsewhere"},
+        unprocessed=[{"session_id": "shared", "content": "private.png buffered"}]))
+    body = (await bob.post("/memories/search", json={"query": "private"})).json()
+    assert [r["session_id"] for r in body["results"]] == ["bobs", "nobody-owns"]
+    assert body["total"] == 2
+    assert [len(r["attachments"]) for r in body["results"]] == [1, 0]
+    assert "alice" not in str(body)
+
+
+async def test_search_naming_another_users_session_is_refused(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    route = answer_search(engine, episodes())
+    await add(alice, "alice", "mine")
+    response = await bob.post("/memories/search",
+                              json={"query": "x", "filters": {"session_id": "mine"}})
+    assert response.status_code == 403
+    assert not route.called
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ({"results": [{"id": 1, "memory": "m a.png", "metadata": {"session_id": "s1"},
+                       "created_at": "t"}]}, "memory"),
+        ({"memories": [{"content": "c a.png", "session_id": "s1", "type": "fact"}]}, "fact"),
+        ({"data": {"memories": [{"text": "t a.png", "session_id": "s1"}]}}, "memory"),
+        ({"data": {"raw_messages": [{"content": [{"text": "r a.png"}], "session_id": "s1"}]}},
+         "raw_message"),
+    ],
+)
+async def test_other_containers_are_normalised(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, answer: dict[str, Any], kind: str
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/a.png"})
+    answer_search(engine, answer)
+    [result] = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
+    assert result["type"] == kind and result["session_id"] == "s1"
+    assert [a["name"] for a in result["attachments"]] == ["a.png"]
+
+
+async def test_content_is_the_first_present_text_field(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    answer_search(engine, {"results": [
+        {"summary": "S", "memory": "M"}, {"content": {"not": "string"}, "text": "T"},
+        {"description": "D"}, {"nothing": 1}]})
+    results = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
+    assert [r["content"] for r in results] == ["S", "T", "D", None]
+
+
+@pytest.mark.parametrize(
+    ("content", "detail"),
+    [(b"<html>oops</html>", "not JSON"), (b'{"unexpected": []}', "none of the known shapes"),
+     (b"[1, 2]", "not an object"), (b'{"data": {"episodes": {"x": 1}}}', "not a list")],
+)
+async def test_bad_upstream_answers_are_502_naming_the_problem(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, content: bytes, detail: str
+) -> None:
+    engine.post("/api/v2/memory/search").mock(return_value=httpx.Response(200, content=content))
+    response = await alice.post("/memories/search", json={"query": "x"})
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "upstream_bad_response" and detail in error["message"]
+
+
+async def test_upstream_error_status_passes_through(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine.post("/api/v2/memory/search").mock(
+        return_value=httpx.Response(422, json={"error": {"code": "INVALID_INPUT"}}))
+    response = await alice.post("/memories/search", json={"query": "x"})
+    assert response.status_code == 422 and response.json()["error"]["code"] == "INVALID_INPUT"
+
+
+async def test_engine_path_keeps_the_engine_shape_with_attachments_added(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/a.png"})
+    answer_search(engine, episodes({"session_id": "s1", "episode": "a.png"},
+                                   unprocessed=[{"session_id": "s1", "content": "x"}]))
+    for path in ("/api/v2/memory/search", "/api/v1/memory/search"):
+        body = (await alice.post(path, json={"query": "x"})).json()
+        assert body["request_id"] == "r"
+        assert [a["name"] for a in body["data"]["episodes"][0]["attachments"]] == ["a.png"]
+        assert body["data"]["unprocessed_messages"][0]["attachments"] == []
+    body = (await bob.post("/api/v2/memory/search", json={"query": "x"})).json()
+    assert body["data"]["episodes"] == [] and body["data"]["unprocessed_messages"] == []
+
+
+async def test_resource_search_returns_uri_only_when_filename_occurs(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
+) -> None:
+    engine_ok(engine)
+    uploaded = (await alice.post(
+        "/resources", files={"file": ("simple-multimodal-image.png", PNG, "image/png")})).json()
+    session = uploaded["session_id"]
+    answer_search(engine, episodes(
+        {"session_id": session, "episode": "Uploaded file: simple-multimodal-image.png"},
+        {"session_id": session, "episode": "a picture of a red square"}))
+    results = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
+    assert [a["name"] for a in results[0]["attachments"]] == ["simple-multimodal-image.png"]
+    uri = results[0]["attachments"][0]["internal_uri"]
+    assert uri.startswith("file://") and settings.storage.root.split("/")[-1] in uri
+    assert results[1]["attachments"] == []
