@@ -1,16 +1,29 @@
-"""A minimal, fast upstream for benchmarks: answers every request with a small JSON body.
+"""A minimal, fast upstream for benchmarks: answers every request with a fixed JSON body.
 
-Run: python bench/fast_upstream.py PORT
+Run: python bench/fast_upstream.py PORT [SEARCH_ANSWER_FILE]
+Paths containing "search" or "/bench/page" get the search answer file (when given); every other
+path gets a small add-style answer.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import uvicorn
 
 BODY = b'{"request_id":"bench","data":{"status":"accumulated","message_count":1}}'
-HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+
+
+def _headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+
+SMALL = (BODY, _headers(BODY))
+PAGE = SMALL
+if len(sys.argv) > 2:
+    page = Path(sys.argv[2]).read_bytes()
+    PAGE = (page, _headers(page))
 
 
 async def app(scope, receive, send):  # type: ignore[no-untyped-def]
@@ -20,8 +33,10 @@ async def app(scope, receive, send):  # type: ignore[no-untyped-def]
     while more:
         message = await receive()
         more = message.get("more_body", False)
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
+    path = scope["path"]
+    body, headers = PAGE if ("search" in path or path == "/bench/page") else SMALL
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 if __name__ == "__main__":

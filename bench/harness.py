@@ -83,9 +83,10 @@ def gateway(
 
 
 @contextmanager
-def fast_upstream() -> Iterator[str]:
+def fast_upstream(search_answer: Path | None = None) -> Iterator[str]:
     port = free_port()
-    with process([PYTHON, str(ROOT / "bench" / "fast_upstream.py"), str(port)]):
+    extra = [str(search_answer)] if search_answer else []
+    with process([PYTHON, str(ROOT / "bench" / "fast_upstream.py"), str(port), *extra]):
         wait_for_port(port)
         yield f"http://127.0.0.1:{port}"
 

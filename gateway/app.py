@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -17,6 +18,8 @@ import httpx
 from starlette.routing import BaseRoute, Match, Router
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway import recovery
+from gateway.attachment_index import AttachmentIndex
 from gateway.auth import Authenticator
 from gateway.config import Settings
 from gateway.context import Services
@@ -24,14 +27,18 @@ from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.files import FileStore
 from gateway.http import ClientDisconnected, header, send_error
 from gateway.llm import LlmClient
+from gateway.logs import ACCESS_LOGGER
+from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
 from gateway.store import Database, agents
 from gateway.store import attachments as attachment_store
-from gateway.upstream import create_upstream
+from gateway.upstream import UPSTREAM_STATUS, create_upstream
 
 log = logging.getLogger("gateway")
+access_log = logging.getLogger(ACCESS_LOGGER)
+ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
 _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 
 Hook = Callable[[Services], Awaitable[None]]
@@ -58,8 +65,11 @@ class Gateway:
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=FileStore(settings.storage.root),
+            attachment_index=AttachmentIndex(db),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
+            metrics=Metrics(),
         )
+        self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes()
         self.router = Router(routes=self.routes)
         # Fast pre-check: only paths starting like an owned route go through route matching.
@@ -80,9 +90,13 @@ class Gateway:
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
-        settled = await attachment_store.settle_leftover_intents(self.services.db)
-        if settled:
-            log.warning("settled %d interrupted add/upload(s) by keeping their data", len(settled))
+        settled = await recovery.settle_leftover_intents(self.services.db, self.services.files)
+        if settled.committed:
+            log.warning("settled %d interrupted add/upload(s) by keeping their data",
+                        len(settled.committed))
+        if settled.dropped:
+            log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
+                        len(settled.dropped))
         made = await attachment_store.backfill(self.services.db)
         if made:
             log.info("backfilled %d resource mapping(s)", made)
@@ -138,33 +152,60 @@ class Gateway:
             request_id = os.urandom(12).hex()
         scope["request_id"] = request_id
         scope["gateway"] = self.services
-        started = False
+        status = 0  # the response's, once started
         request_id_header = (b"x-request-id", request_id.encode())
 
         async def send_with_id(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
                 message["headers"] = [
                     *(h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"),
                     request_id_header,
                 ]
             await send(message)
 
+        began = time.perf_counter()
+        upstream_token = UPSTREAM_STATUS.set(None)
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
             return
         except GatewayError as exc:
-            if started:
+            if self._metrics is not None:
+                self._metrics.gateway_error(exc)
+            if status:
                 log.warning("error after response start (%s): %s", request_id, exc.message)
                 raise
             await send_error(send_with_id, exc, request_id)
         except Exception:
             log.exception("unhandled error in request %s", request_id)
-            if started:
+            if status:
                 raise
             await send_error(send_with_id, GatewayError(), request_id)
+        finally:
+            self._finished(scope, status or 499, time.perf_counter() - began)
+            UPSTREAM_STATUS.reset(upstream_token)
+
+    def _finished(self, scope: Scope, status: int, seconds: float) -> None:
+        """Count the request and write its access line; status 499: the client left first."""
+        route = scope.get(ROUTE_KEY, UNMATCHED_ROUTE)
+        if self._metrics is not None:
+            self._metrics.request(route, scope["method"], status, seconds)
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(
+                "%s %s %d", scope["method"], scope["path"], status,
+                extra={
+                    "request_id": scope["request_id"],
+                    "user_id": scope.get("user_id"),
+                    "method": scope["method"],
+                    "route": route,
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 3),
+                    "upstream_status": UPSTREAM_STATUS.get(),
+                },
+            )
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
         path: str = scope["path"]
@@ -177,6 +218,7 @@ class Gateway:
         scope["user_id"] = user
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
+        scope[ROUTE_KEY] = PROXY_ROUTE
         await self.services.proxy(scope, receive, send, user, request_id)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
@@ -186,6 +228,7 @@ class Gateway:
             match, child = route.matches(scope)
             if match is Match.FULL:
                 scope.update(child)
+                scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
                 await route.handle(scope, receive, send)
                 return True
             if match is Match.PARTIAL and partial is None:

@@ -12,7 +12,7 @@ import binascii
 import mimetypes
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -22,6 +22,12 @@ from gateway.files import last_segment
 OCTET_STREAM = "application/octet-stream"
 _DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^;,]*)*?),(?P<data>.*)",
                        re.DOTALL)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+# Where an item sits in its message (AttachmentItem.part): an index into a content list, or
+WHOLE_CONTENT = -1  # the message's content is the part itself (a single dict)
+WHOLE_MESSAGE = -2  # the message is the part (MemOS "pure input" items, no role)
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class AttachmentItem:
     content_type: str
     uri: str | None = None
     base64: str | None = None  # encoded payload, when the item carries the file inline
+    message: int = 0  # index of its message in `messages`
+    part: int = 0  # index in the message's content list, or WHOLE_CONTENT / WHOLE_MESSAGE
 
 
 def guess_type(name: str) -> str | None:
@@ -106,22 +114,35 @@ def _split_data_url(url: str, field: str) -> tuple[str, str | None, None]:
 
 
 def attachment_items(body: Mapping[str, Any]) -> list[AttachmentItem]:
-    """Every attachment of every message, in body order; text-only items give nothing."""
+    """Every attachment of every message, in body order; text-only items give nothing.
+
+    A message's content is a string, a list of items, or one item (a dict); a message that has a
+    `type` but no `role` is itself an item (MemOS accepts such "pure input" items).
+    """
     found: list[AttachmentItem] = []
     messages = body.get("messages")
     if not isinstance(messages, list):
         return found
     for m_index, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if not isinstance(content, list):
+        if not isinstance(message, Mapping):
             continue
-        for c_index, item in enumerate(content):
+        if "role" not in message and isinstance(message.get("type"), str):
+            parts: list[tuple[int, str, Any]] = [(WHOLE_MESSAGE, f"messages[{m_index}]", message)]
+        else:
+            content = message.get("content")
+            if isinstance(content, list):
+                parts = [(c_index, f"messages[{m_index}].content[{c_index}]", item)
+                         for c_index, item in enumerate(content)]
+            elif isinstance(content, Mapping):
+                parts = [(WHOLE_CONTENT, f"messages[{m_index}].content", content)]
+            else:
+                continue
+        for part, field, item in parts:
             if not isinstance(item, Mapping):
                 continue
-            field = f"messages[{m_index}].content[{c_index}]"
             parsed = _parse(field, item)
             if parsed is not None:
-                found.append(parsed)
+                found.append(replace(parsed, message=m_index, part=part))
     return found
 
 
@@ -142,8 +163,10 @@ def _parse(field: str, item: Mapping[str, Any]) -> AttachmentItem | None:
     if item.get("type") == "file" and isinstance(file_part, Mapping):
         file_data = file_part.get("file_data")
         if isinstance(file_data, str) and file_data:
+            # MemOS also takes a URL here; a URL is never base64, so it is read as a uri.
+            is_url = _URL.match(file_data) is not None
             return _item(f"{field}.file.file_data", name=file_part.get("filename"), ext=None,
-                         uri=None, data=file_data)
+                         uri=file_data if is_url else None, data=None if is_url else file_data)
     return None
 
 

@@ -1,4 +1,4 @@
-"""The `memory-gateway` command: serve, keys, migrate, dev-upstream (and maintenance verbs)."""
+"""The `memory-gateway` command: serve, keys, migrate, dev-upstream, doctor (and maintenance)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from gateway import maintenance
+from gateway import logs, maintenance
 from gateway.auth import generate_key, hash_secret
-from gateway.config import ConfigError, Settings, load_settings
+from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
 from gateway.errors import ValidationFailed
 from gateway.store import keys
 from gateway.store.database import connect_sync, migrate
@@ -42,7 +42,8 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
         host=host,
         port=port,
         log_level=log_level,
-        access_log=False,
+        access_log=False,  # the gateway writes its own access line (gateway.access)
+        log_config=None,  # uvicorn's loggers propagate to the root handler set up by main()
         http="httptools",
         lifespan="on",
         proxy_headers=False,  # the gateway is the edge: X-Forwarded-* from clients are not trusted
@@ -146,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     revoke_p.add_argument("key_id")
 
     with_config(verbs.add_parser("migrate", help="apply pending database migrations"))
+    with_config(verbs.add_parser(
+        "doctor", help="check configuration, database, storage and upstream; say what to fix"
+    ))
 
     dev_p = with_config(verbs.add_parser("dev-upstream", help="run the built-in dev engine"))
     dev_p.add_argument("--host", default="127.0.0.1")
@@ -160,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.verb == "doctor":  # it reports a broken configuration itself
+        from gateway.doctor import run as doctor
+
+        return doctor(args.config)
     try:
         settings = load_settings(args.config)
         if args.verb == "serve":
@@ -170,15 +178,14 @@ def main(argv: list[str] | None = None) -> int:
                 overrides["port"] = args.port
             if overrides:
                 settings = settings.with_values(server=overrides)
+            check_dev_engine_flavor(settings)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.server.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     if args.verb == "serve":
+        logs.configure(settings.server.log_level, settings.server.log_format)
         return serve(settings)
+    logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)
     if args.verb == "keys":
         return keys_command(settings, args)
     if args.verb == "migrate":

@@ -33,18 +33,23 @@ class ServerSettings:
     host: str = _setting("127.0.0.1", "address to listen on")
     port: int = _setting(8080, "port to listen on")
     log_level: str = _setting("info", "log level: debug, info, warning, error")
+    log_format: str = _setting("json", "log lines: json (one object per line) or text")
 
 
 @dataclass(frozen=True)
 class UpstreamSettings:
     base_url: str = _setting("", "upstream memory engine URL; empty = run the built-in dev engine")
+    flavor: str = _setting(
+        "everos", "engine API: everos, everos-cloud, everos-cloud-v1, mem0 or memos "
+        "(docs/engines.md); the three paths below default to the flavour's own"
+    )
     timeout_s: float = _setting(60.0, "upstream read/write timeout in seconds")
     connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
     user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
     headers: dict = _setting({}, "extra headers sent upstream, e.g. the engine's own API key")
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
-    flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path")
+    flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path; empty = none")
     client: str = _setting("native", "upstream HTTP client: native (fastest), aiohttp or httpx")
     keepalive_expiry_s: float = _setting(
         4.0, "idle upstream connections older than this are not reused"
@@ -62,11 +67,19 @@ class ResourcesSettings:
 class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
     database: str = _setting("storage/_gateway.db", "SQLite database file")
+    gc_grace_s: float = _setting(
+        3600.0, "`gc` leaves files and rows younger than this alone (work may be in flight)"
+    )
 
 
 @dataclass(frozen=True)
 class LimitsSettings:
-    max_body_bytes: int = _setting(64 * MIB, "largest request body accepted on JSON routes")
+    max_body_bytes: int = _setting(
+        64 * MIB, "largest request body on /memories/add|search and proxied paths"
+    )
+    max_json_body_bytes: int = _setting(
+        8 * MIB, "largest JSON body on the application routes (agents, conversations, assets...)"
+    )
     max_upload_bytes: int = _setting(512 * MIB, "largest single /resources upload")
     max_inline_file_bytes: int = _setting(25 * MIB, "largest decoded base64 item in an add")
     proxy_buffer_bytes: int = _setting(
@@ -99,6 +112,11 @@ class LlmSettings:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    enabled: bool = _setting(True, "serve Prometheus metrics at /metrics (no key: firewall it)")
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -108,6 +126,7 @@ class Settings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @property
     def llm_enabled(self) -> bool:
@@ -205,20 +224,62 @@ def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings
                 raise ConfigError(f"unknown configuration key {section_name}.{key}")
             changes[key] = _coerce(info, value, origin)
         updates[section_name] = replace(section, **changes)
-    result = replace(settings, **updates)
+    result = _flavor_paths(replace(settings, **updates))
     _validate(result)
     return result
+
+
+# Each flavour's (add, search, flush) paths; "" = the engine has no flush (docs/engines.md).
+FLAVOR_PATHS: dict[str, tuple[str, str, str]] = {
+    "everos": ("/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush"),
+    "everos-cloud": ("/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush"),
+    "everos-cloud-v1": ("/api/v1/memories", "/api/v1/memories/search", "/api/v1/memories/flush"),
+    "mem0": ("/memories", "/search", ""),
+    "memos": ("/product/add", "/product/search", ""),
+}
+_PATH_KEYS = ("add_path", "search_path", "flush_path")
+
+
+def _flavor_paths(settings: Settings) -> Settings:
+    """Paths still at some flavour's default follow the current flavour; explicit ones stay."""
+    upstream = settings.upstream
+    own = FLAVOR_PATHS.get(upstream.flavor)
+    if own is None:
+        return settings  # _validate names the bad flavour
+    changes = {}
+    for index, key in enumerate(_PATH_KEYS):
+        defaults = {paths[index] for paths in FLAVOR_PATHS.values()}
+        if getattr(upstream, key) in defaults and getattr(upstream, key) != own[index]:
+            changes[key] = own[index]
+    return replace(settings, upstream=replace(upstream, **changes)) if changes else settings
+
+
+def check_dev_engine_flavor(settings: Settings) -> None:
+    """`serve` without upstream.base_url runs the dev engine, which speaks EverOS v2 only."""
+    flavor = settings.upstream.flavor
+    if not settings.upstream.base_url and flavor not in ("everos", "everos-cloud"):
+        raise ConfigError(f"upstream.flavor: {flavor} needs upstream.base_url (the built-in dev "
+                          "engine speaks EverOS v2 only)")
 
 
 def _validate(settings: Settings) -> None:
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
-    for key in ("add_path", "search_path", "flush_path"):
-        if not getattr(settings.upstream, key).startswith("/"):
+    flavor = settings.upstream.flavor
+    if flavor not in FLAVOR_PATHS:
+        raise ConfigError(
+            f"upstream.flavor: expected one of {', '.join(FLAVOR_PATHS)}, got {flavor!r}"
+        )
+    for key in _PATH_KEYS:
+        path = getattr(settings.upstream, key)
+        if not path.startswith("/") and not (key == "flush_path" and path == ""):
             raise ConfigError(f"upstream.{key}: must start with '/'")
     if settings.server.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"server.log_level: unknown level {settings.server.log_level!r}")
+    if settings.server.log_format not in ("json", "text"):
+        raise ConfigError(f"server.log_format: expected json or text, got "
+                          f"{settings.server.log_format!r}")
     if not 0 < settings.server.port < 65536:
         raise ConfigError(f"server.port: out of range: {settings.server.port}")
     if settings.upstream.client not in ("native", "aiohttp", "httpx"):

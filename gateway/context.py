@@ -10,10 +10,12 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gateway.attachment_index import AttachmentIndex
 from gateway.auth import Authenticator
 from gateway.config import Settings
 from gateway.files import FileStore
 from gateway.llm import LlmClient
+from gateway.metrics import Metrics
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
 from gateway.store import Database
@@ -29,7 +31,9 @@ class Services:
     proxy: Proxy
     authenticator: Authenticator
     files: FileStore
+    attachment_index: AttachmentIndex
     llm: LlmClient | None = None
+    metrics: Metrics = field(default_factory=Metrics)
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)

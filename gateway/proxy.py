@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, quote
 from starlette.types import Receive, Scope, Send
 
 from gateway.config import Settings
+from gateway.errors import ValidationFailed
 from gateway.http import declared_length, read_body, stream_body
 from gateway.ownership import OwnershipRules
 from gateway.upstream import Body, UpstreamClient, UpstreamResponse
@@ -168,6 +169,9 @@ class Proxy:
             return
         try:
             payload = json.loads(body)
+        except RecursionError:
+            # Too deep to parse, so its ids cannot be checked: it does not go upstream.
+            raise ValidationFailed("request body is nested too deeply", field="body") from None
         except ValueError:
             return  # not JSON after all: the engine answers for it
         await self.rules.check_body(payload, user_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from gateway.errors import UpstreamBadResponse
@@ -28,16 +29,12 @@ class FoundItem:
     type: str
     raw: Any
     container: list[Any]  # the list the item sits in, so it can be dropped in place
+    # Keys naming the item's session, first present wins (mem0 calls it `run_id`).
+    session_keys: tuple[str, ...] = ("session_id",)
+    session_id: str | None = dataclass_field(init=False)
 
-    @property
-    def session_id(self) -> str | None:
-        if not isinstance(self.raw, Mapping):
-            return None
-        value = self.raw.get("session_id")
-        if not value:
-            metadata = self.raw.get("metadata")
-            value = metadata.get("session_id") if isinstance(metadata, Mapping) else None
-        return value if isinstance(value, str) and value else None
+    def __post_init__(self) -> None:
+        self.session_id = _session_of(self.raw, self.session_keys)
 
     def scope(self, default_app: str, default_project: str) -> tuple[str, str]:
         raw = self.raw if isinstance(self.raw, Mapping) else {}
@@ -60,12 +57,26 @@ class FoundItem:
         return None
 
     def field(self, *keys: str) -> Any:
+        """The first present key, at the top, else in `metadata` (where MemOS keeps them)."""
         if not isinstance(self.raw, Mapping):
             return None
-        for key in keys:
-            if self.raw.get(key) is not None:
-                return self.raw[key]
+        metadata = self.raw.get("metadata")
+        for where in (self.raw, metadata if isinstance(metadata, Mapping) else {}):
+            for key in keys:
+                if where.get(key) is not None:
+                    return where[key]
         return None
+
+
+def _session_of(raw: Any, keys: tuple[str, ...] = ("session_id",)) -> str | None:
+    """The item's session key (`session_id`), else `metadata.session_id`, else none."""
+    if not isinstance(raw, Mapping):
+        return None
+    value = next((raw[key] for key in keys if raw.get(key)), None)
+    if not value:
+        metadata = raw.get("metadata")
+        value = metadata.get("session_id") if isinstance(metadata, Mapping) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _list(value: Any, where: str) -> list[Any]:
@@ -128,7 +139,7 @@ def result(item: FoundItem, index: int, attachments: list[dict[str, str]]) -> di
         "id": str(identifier) if identifier is not None else f"{item.type}:{index}",
         "type": item.type,
         "content": item.content,
-        "score": item.field("score"),
+        "score": item.field("score", "relativity"),
         "session_id": item.session_id,
         "created_at": item.field("created_at", "timestamp"),
         "raw": item.raw,

@@ -15,6 +15,7 @@ import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -34,6 +35,9 @@ Headers = Sequence[tuple[str, str]]
 Body = bytes | AsyncIterable[bytes] | None
 CHUNK_SIZE = 64 * 1024
 RETRYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# The status of the latest upstream answer in this request's context (the access log reads it:
+# handlers await the upstream in the request's own task, so the value is the request's).
+UPSTREAM_STATUS: ContextVar[int | None] = ContextVar("upstream_status", default=None)
 
 
 class UpstreamResponse(ABC):
@@ -88,6 +92,7 @@ class UpstreamClient(ABC):
         except BaseException:
             self._slots.release()
             raise
+        UPSTREAM_STATUS.set(response.status)
         return _SlotReleasing(response, self._slots)
 
     async def call(

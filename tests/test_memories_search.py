@@ -203,3 +203,26 @@ async def test_resource_search_returns_uri_only_when_filename_occurs(
     uri = results[0]["attachments"][0]["internal_uri"]
     assert uri.startswith("file://") and settings.storage.root.split("/")[-1] in uri
     assert results[1]["attachments"] == []
+
+
+async def test_cached_matchers_follow_every_mapping_change(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
+) -> None:
+    import sqlite3
+
+    engine_ok(engine)
+    answer_search(engine, episodes({"session_id": "s1", "episode": "late.png and early.png"}))
+
+    async def names() -> list[str]:
+        body = (await alice.post("/memories/search", json={"query": "x"})).json()
+        return sorted(a["name"] for a in body["results"][0]["attachments"])
+
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/early.png"})
+    assert await names() == ["early.png"]
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/late.png"})
+    assert await names() == ["early.png", "late.png"]
+    conn = sqlite3.connect(settings.storage.database)
+    conn.execute("UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'early.png'")
+    conn.commit()
+    conn.close()
+    assert await names() == ["late.png"]

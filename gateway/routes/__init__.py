@@ -14,10 +14,11 @@ from gateway.routes import (
     facts,
     health,
     memories,
+    operations,
     resources,
 )
 
-PUBLIC_PATHS = health.PUBLIC_PATHS
+PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS
 
 # Paths under these prefixes are the gateway's own: an unknown one is a 404, never proxied.
 OWNED_PREFIXES: tuple[str, ...] = (
@@ -32,7 +33,7 @@ OWNED_PREFIXES: tuple[str, ...] = (
 
 def all_routes() -> list[BaseRoute]:
     return [
-        *health.routes, *memories.routes, *resources.routes, *assets.routes, *chats.routes,
-        *agents.routes, *conversations.routes, *agent_memories.routes, *context.routes,
-        *facts.routes,
+        *health.routes, *operations.routes, *memories.routes, *resources.routes, *assets.routes,
+        *chats.routes, *agents.routes, *conversations.routes, *agent_memories.routes,
+        *context.routes, *facts.routes,
     ]

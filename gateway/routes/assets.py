@@ -164,7 +164,7 @@ async def read_lineage(request: Request) -> Response:
 
 
 @api(summary="Relate this asset to another of the caller's assets (idempotent)",
-     request=RelationIn, response=RelationOut, status=201, tag="assets")
+     request=RelationIn, response=RelationOut, status=201, also=(200,), tag="assets")
 async def add_relation(request: Request) -> Response:
     asset = await _owned(request)
     body = await json_body(request, RelationIn)

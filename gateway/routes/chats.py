@@ -420,6 +420,7 @@ async def resolve(request: Request) -> Response:
         audit,
         lambda stored: state_after(stored, inp, decision, states_selection),
     )
+    svc.metrics.resolution(decision.mode)
     log.info(
         json.dumps(
             {

@@ -15,17 +15,50 @@ from gateway.http import read_body
 
 Model = TypeVar("Model", bound=BaseModel)
 
+# A request body nested deeper than this is refused (422) before any handler sees it. The
+# application models refuse stored JSON fields deeper than schema.MAX_JSON_DEPTH (32) as well.
+MAX_BODY_DEPTH = 64
 
-async def body_bytes(request: Request) -> bytes:
-    limit = services(request).settings.limits.max_body_bytes
+
+async def body_bytes(request: Request, limit: int | None = None) -> bytes:
+    """The whole body; 413 as soon as it passes `limit` (default `limits.max_body_bytes`)."""
+    if limit is None:
+        limit = services(request).settings.limits.max_body_bytes
     return await read_body(request.scope, request.receive, limit)
 
 
+def _too_deep() -> ValidationFailed:
+    return ValidationFailed(
+        f"request body is nested deeper than {MAX_BODY_DEPTH} levels", field="body"
+    )
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """True when `value` holds more than `limit` nested arrays/objects; iterative, stops early."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list))
+    return False
+
+
 def parse_json(raw: bytes) -> Any:
+    """A JSON body: 422 naming `body` when it is not JSON or is nested too deep."""
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
+    except RecursionError:  # deeper than the decoder can go: far past the limit
+        raise _too_deep() from None
     except ValueError as exc:
         raise ValidationFailed(f"request body is not valid JSON: {exc}", field="body") from None
+    if nesting_exceeds(value, MAX_BODY_DEPTH):
+        raise _too_deep()
+    return value
 
 
 def validate(model: type[Model], payload: Any) -> Model:
@@ -42,7 +75,12 @@ def validation_failed(exc: ValidationError) -> ValidationFailed:
 
 
 async def json_body(request: Request, model: type[Model]) -> Model:
-    return validate(model, parse_json(await body_bytes(request)))
+    """An application route's body: at most `limits.max_json_body_bytes` (413), then validated."""
+    return validate(model, parse_json(await app_body_bytes(request)))
+
+
+async def app_body_bytes(request: Request) -> bytes:
+    return await body_bytes(request, services(request).settings.limits.max_json_body_bytes)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:

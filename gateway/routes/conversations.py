@@ -16,7 +16,7 @@ from gateway.context import services, user_id
 from gateway.errors import ValidationFailed
 from gateway.routes.common import (
     api,
-    body_bytes,
+    app_body_bytes,
     json_body,
     json_response,
     parse_json,
@@ -163,7 +163,7 @@ async def list_conversations(request: Request) -> Response:
 @api(summary="Start another conversation with an agent", request=ConversationCreate,
      response=ConversationOut, status=201, tag="conversations")
 async def create_conversation(request: Request) -> Response:
-    raw = await body_bytes(request)
+    raw = await app_body_bytes(request)
     # An empty body is a conversation with the default title.
     body = validate(ConversationCreate, parse_json(raw)) if raw.strip() else ConversationCreate()
     conversation = await conversations.create(
@@ -221,7 +221,7 @@ def _checked(body: MessageIn) -> messages.NewMessage:
 
 
 @api(summary="Append a message (idempotent per clientMessageId)", request=MessageIn,
-     response=MessagePosted, status=201, tag="conversations")
+     response=MessagePosted, status=201, also=(200,), errors=(409,), tag="conversations")
 async def post_message(request: Request) -> Response:
     new = _checked(await json_body(request, MessageIn))
     svc, caller = services(request), user_id(request)

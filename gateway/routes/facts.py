@@ -118,7 +118,7 @@ class FactPatch(CamelPatch):
 
 
 @api(summary="Observe a fact (creates it, or counts one more observation)",
-     request=FactObservation, response=FactOut, status=201, tag="memory facts")
+     request=FactObservation, response=FactOut, status=201, also=(200,), tag="memory facts")
 async def observe_fact(request: Request) -> Response:
     body = await json_body(request, FactObservation)
     if body.one_off:

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.context import services
 from gateway.errors import GatewayError
-from gateway.routes.common import json_response
+from gateway.routes.common import api, json_response
 
 READY_PROBE_PATH = "/health"
 
 
+class Liveness(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, str]  # database, upstream: "ok" or "error: ..."
+
+
+@api(summary="Liveness: the process answers", response=Liveness, tag="operations")
 async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
+@api(summary="Readiness: database and upstream reachable (503 when not)", response=Readiness,
+     also=(503,), tag="operations")
 async def readyz(request: Request) -> Response:
     svc = services(request)
     checks: dict[str, str] = {}

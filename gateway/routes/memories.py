@@ -10,7 +10,6 @@ normalised `{"results", "total"}`; the engine's own search paths keep the engine
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.attachments import attachment_items, decode_inline, result_type
+from gateway import jsonio
+from gateway.attachment_index import EMPTY
+from gateway.attachments import attachment_items, decode_inline
 from gateway.context import Services, request_id, services, user_id
 from gateway.errors import UpstreamBadResponse, ValidationFailed
 from gateway.files import file_uri, safe_name
 from gateway.ids import new_id
-from gateway.matching import FilenameMatcher, searchable_text
 from gateway.proxy import upstream_headers
 from gateway.routes.common import api, body_bytes, parse_json, relayed
 from gateway.search import FoundItem, drop, find_items, result
@@ -101,7 +101,7 @@ async def _forward(request: Request, svc: Services, caller: str, path: str, raw:
 
 
 @api(summary="Add memories; records the attachments of the session", request=AddRequest,
-     tag="memories")
+     errors=(403, 502, 503, 504), tag="memories")
 async def add(request: Request) -> Response:
     svc, caller, raw, payload = await _checked_body(request)
     add_path = svc.settings.upstream.add_path
@@ -142,6 +142,7 @@ async def add(request: Request) -> Response:
         raise
     if 200 <= status < 300:
         await attachments.commit_intent(svc.db, intent)
+        svc.metrics.attachments_recorded(intent.mappings)
     else:
         await _undo(svc, intent)
     return relayed(status, headers, body)
@@ -154,7 +155,7 @@ async def _undo(svc: Services, intent: Intent) -> None:
 
 
 @api(summary="Search memories; results carry the real URIs of matching attachments",
-     request=SearchRequest, response=SearchResponse, tag="memories")
+     request=SearchRequest, response=SearchResponse, errors=(403, 502, 503, 504), tag="memories")
 async def search(request: Request) -> Response:
     svc, caller, raw, payload = await _checked_body(request)
     status, headers, body = await _forward(
@@ -163,7 +164,7 @@ async def search(request: Request) -> Response:
     if not 200 <= status < 300:
         return relayed(status, headers, body)
     try:
-        answer = json.loads(body)
+        answer = jsonio.loads(body)
     except ValueError:
         raise UpstreamBadResponse(
             f"upstream search answer is not JSON (status {status}, {len(body)} bytes)"
@@ -172,14 +173,12 @@ async def search(request: Request) -> Response:
     kept, found = await _attach(svc, caller, payload, items)
     if request.url.path == "/memories/search":
         results = [result(item, index, found[id(item)]) for index, item in enumerate(kept)]
-        out = json.dumps({"results": results, "total": len(results)}, ensure_ascii=False)
-        return Response(out.encode(), status_code=status, media_type="application/json")
+        out = jsonio.dumps({"results": results, "total": len(results)})
+        return Response(out, status_code=status, media_type="application/json")
     for item in kept:
         if isinstance(item.raw, dict):
             item.raw["attachments"] = found[id(item)]
-    response = Response(json.dumps(answer, ensure_ascii=False).encode(), status_code=status,
-                        media_type="application/json")
-    return response
+    return Response(jsonio.dumps(answer), status_code=status, media_type="application/json")
 
 
 async def _attach(
@@ -188,38 +187,20 @@ async def _attach(
     """Drop other users' sessions (in place), and find each kept item's attachments."""
     app_id, project_id = _scope(payload, "app_id"), _scope(payload, "project_id")
     session_ids = sorted({sid for item in items if (sid := item.session_id)})
-    facts = await attachments.session_facts(svc.db, caller, session_ids)
+    foreign_scopes, matchers = await svc.attachment_index.lookup(caller, session_ids)
     foreign = [
         item for item in items
-        if item.session_id and (*item.scope(app_id, project_id), item.session_id) in facts.foreign
+        if item.session_id and (*item.scope(app_id, project_id), item.session_id) in foreign_scopes
     ]
     if foreign:
         drop(items, foreign)
         dropped = {id(item) for item in foreign}
         items = [item for item in items if id(item) not in dropped]
-    matchers: dict[str, tuple[FilenameMatcher, dict[str, list[Any]]]] = {}
     found: dict[int, list[dict[str, str]]] = {}
     for item in items:
-        sid = item.session_id
-        rows = facts.mappings.get(sid or "")
-        if not sid or not rows:
-            found[id(item)] = []
-            continue
-        if sid not in matchers:
-            by_name: dict[str, list[Any]] = {}
-            for row in rows:
-                by_name.setdefault(row["name"].lower(), []).append(row)
-            matchers[sid] = (FilenameMatcher(by_name), by_name)
-        matcher, by_name = matchers[sid]
-        seen: set[str] = set()
-        matched: list[dict[str, str]] = []
-        for name in sorted(matcher.find(searchable_text(item.raw))):
-            for row in by_name[name]:
-                if row["internal_uri"] not in seen:
-                    seen.add(row["internal_uri"])
-                    matched.append({"type": result_type(row["content_type"]),
-                                    "name": row["name"], "internal_uri": row["internal_uri"]})
-        found[id(item)] = matched
+        matcher = matchers.get(item.session_id or "", EMPTY)
+        found[id(item)] = matcher.attachments_in(item.raw)
+    svc.metrics.attachments_matched(sum(len(matched) for matched in found.values()))
     return items, found
 
 

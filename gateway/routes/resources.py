@@ -100,7 +100,7 @@ def _form_metadata(fields: dict[str, str]) -> dict[str, Any]:
 
 
 @api(summary="Upload a file", request=UploadForm, response=ResourceOut, status=201,
-     content_type="multipart/form-data", tag="resources")
+     also=(200,), errors=(502, 503, 504), content_type="multipart/form-data", tag="resources")
 async def upload(request: Request) -> Response:
     svc = services(request)
     caller = user_id(request)
@@ -154,6 +154,7 @@ async def upload(request: Request) -> Response:
         await _undo(svc, intent)
         return failure
     await attachments.commit_intent(db, intent)
+    svc.metrics.attachments_recorded(intent.mappings)
     return json_response(resource_out(resource), 201)
 
 

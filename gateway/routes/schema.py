@@ -80,7 +80,12 @@ def _storable_json(value: Any) -> Any:
 
 
 Text = Annotated[str, AfterValidator(_unicode_text)]
-NonBlankText = Annotated[str, AfterValidator(_unicode_text), AfterValidator(_not_blank)]
+NonBlankText = Annotated[
+    str,
+    AfterValidator(_unicode_text),
+    AfterValidator(_not_blank),
+    Field(json_schema_extra={"pattern": r"\S"}),  # documents "not blank" in the OpenAPI schema
+]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 JsonValue = Annotated[Any, AfterValidator(_storable_json)]
 

@@ -2,7 +2,7 @@
 
 An intent is written before the engine is called and holds everything needed to finish the work
 (mappings to make, a resource row, files written). Success settles it into rows; failure deletes
-it; a crash leaves it, and `settle_leftover_intents` turns it into rows at the next start-up.
+it; a crash leaves it, and gateway/recovery.py settles it at the next start-up.
 """
 
 from __future__ import annotations
@@ -144,14 +144,6 @@ async def leftover_intents(db: Database) -> list[Intent]:
     return [Intent.from_row(row) for row in rows]
 
 
-async def settle_leftover_intents(db: Database) -> list[Intent]:
-    """At start-up: intents a crash left behind are committed (the upstream may have the data)."""
-    settled = await leftover_intents(db)
-    for intent in settled:
-        await commit_intent(db, intent)
-    return settled
-
-
 async def _apply(tx: Transaction, intent: Intent) -> None:
     created = now_ms()
     resource = intent.resource
@@ -186,37 +178,34 @@ async def insert_mappings(
 # --- reads for search -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SessionFacts:
-    """For one page of search results: other users' sessions, and the caller's mappings."""
-
-    foreign: set[tuple[str, str, str]]  # (app_id, project_id, session_id) owned by someone else
-    mappings: dict[str, list[sqlite3.Row]]  # session_id -> the caller's live mappings
-
-
-async def session_facts(db: Database, user_id: str, session_ids: Sequence[str]) -> SessionFacts:
-    """One query for the whole page: foreign owners and the caller's live mappings."""
+async def session_versions(
+    db: Database, session_ids: Sequence[str]
+) -> list[tuple[str, str, str, str, int]]:
+    """(app_id, project_id, session_id, owner, mappings_version) of every scope of these ids."""
     if not session_ids:
-        return SessionFacts(set(), {})
-    marks = ",".join("?" * len(session_ids))
+        return []
     rows = await db.read(
-        f"SELECT 'owner' AS kind, app_id, project_id, session_id, NULL AS name, "
-        f"NULL AS internal_uri, NULL AS content_type FROM memory_sessions "
-        f"WHERE session_id IN ({marks}) AND user_id != ? "
-        f"UNION ALL "
-        f"SELECT 'mapping', app_id, project_id, session_id, name, internal_uri, content_type "
-        f"FROM memory_attachments WHERE user_id = ? AND session_id IN ({marks}) "
-        f"AND deleted_at IS NULL",
-        (*session_ids, user_id, user_id, *session_ids),
+        "SELECT app_id, project_id, session_id, user_id, mappings_version FROM memory_sessions "
+        "WHERE session_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(session_ids)),),
     )
-    foreign: set[tuple[str, str, str]] = set()
-    mappings: dict[str, list[sqlite3.Row]] = {}
+    return [tuple(row) for row in rows]
+
+
+async def live_mappings(
+    db: Database, user_id: str, session_ids: Sequence[str]
+) -> dict[str, list[sqlite3.Row]]:
+    """The caller's live mappings of these sessions, grouped by session."""
+    rows = await db.read(
+        "SELECT session_id, name, internal_uri, content_type FROM memory_attachments "
+        "WHERE user_id = ? AND session_id IN (SELECT value FROM json_each(?)) "
+        "AND deleted_at IS NULL",
+        (user_id, json.dumps(list(session_ids))),
+    )
+    grouped: dict[str, list[sqlite3.Row]] = {}
     for row in rows:
-        if row["kind"] == "owner":
-            foreign.add((row["app_id"], row["project_id"], row["session_id"]))
-        else:
-            mappings.setdefault(row["session_id"], []).append(row)
-    return SessionFacts(foreign, mappings)
+        grouped.setdefault(row["session_id"], []).append(row)
+    return grouped
 
 
 async def mappings_for(db: Database, user_id: str, session_id: str) -> list[sqlite3.Row]:

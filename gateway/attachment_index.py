@@ -1,0 +1,94 @@
+"""Which of the caller's attachments occur in each search result (SPEC §9), with cached matchers.
+
+Per page: one query reads the owners and mapping versions of the sessions on it. Filename
+matchers are built once per (user, session) and reused until the session's `mappings_version`
+(bumped by database triggers on every mapping change) moves; only then are that session's
+mappings read again. Matching itself is linear in the bytes of `raw` (gateway/matching.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.attachments import result_type
+from gateway.matching import FilenameMatcher, searchable_text
+from gateway.store import attachments as store
+from gateway.store.database import Database
+
+CACHE_SESSIONS = 4096
+
+
+@dataclass(frozen=True)
+class SessionMatcher:
+    version: int
+    matcher: FilenameMatcher
+    by_name: dict[str, list[dict[str, str]]]  # lower-cased name -> attachments with that name
+
+    def attachments_in(self, raw: Any) -> list[dict[str, str]]:
+        if not self.matcher:
+            return []
+        seen: set[str] = set()
+        found: list[dict[str, str]] = []
+        for name in sorted(self.matcher.find(searchable_text(raw))):
+            for attachment in self.by_name[name]:
+                if attachment["internal_uri"] not in seen:
+                    seen.add(attachment["internal_uri"])
+                    found.append(attachment)
+        return found
+
+
+def _build(version: int, rows: Sequence[Any]) -> SessionMatcher:
+    by_name: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_name.setdefault(row["name"].lower(), []).append(
+            {"type": result_type(row["content_type"]), "name": row["name"],
+             "internal_uri": row["internal_uri"]}
+        )
+    return SessionMatcher(version, FilenameMatcher(by_name), by_name)
+
+
+EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
+
+
+class AttachmentIndex:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
+
+    async def lookup(
+        self, user_id: str, session_ids: Sequence[str]
+    ) -> tuple[set[tuple[str, str, str]], dict[str, SessionMatcher]]:
+        """Sessions owned by others (app, project, session), and a matcher per own session."""
+        owners = await store.session_versions(self._db, session_ids)
+        foreign: set[tuple[str, str, str]] = set()
+        versions: dict[str, int] = {}
+        for app_id, project_id, session_id, owner, version in owners:
+            if owner != user_id:
+                foreign.add((app_id, project_id, session_id))
+            else:
+                versions[session_id] = versions.get(session_id, 0) + version
+        matchers: dict[str, SessionMatcher] = {}
+        stale: list[str] = []
+        for session_id, version in versions.items():
+            cached = self._cache.get((user_id, session_id))
+            if cached is not None and cached.version == version:
+                self._cache.move_to_end((user_id, session_id))
+                matchers[session_id] = cached
+            else:
+                stale.append(session_id)
+        if stale:
+            rows = await store.live_mappings(self._db, user_id, stale)
+            for session_id in stale:
+                built = _build(versions[session_id], rows.get(session_id, []))
+                matchers[session_id] = built
+                self._remember((user_id, session_id), built)
+        return foreign, matchers
+
+    def _remember(self, key: tuple[str, str], matcher: SessionMatcher) -> None:
+        self._cache[key] = matcher
+        self._cache.move_to_end(key)
+        while len(self._cache) > CACHE_SESSIONS:
+            self._cache.popitem(last=False)

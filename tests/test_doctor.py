@@ -1,0 +1,157 @@
+"""`memory-gateway doctor` run as a subprocess against temp configurations, good and broken."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.store.database import migrate
+from tests.processes import ROOT, dev_engine, free_port
+
+
+def write_config(tmp: Path, base_url: str, **storage: str) -> Path:
+    root = storage.get("root", str(tmp / "storage"))
+    database = storage.get("database", str(tmp / "storage" / "_gateway.db"))
+    path = tmp / "config.toml"
+    path.write_text(
+        f'[upstream]\nbase_url = "{base_url}"\n'
+        f'[storage]\nroot = "{root}"\ndatabase = "{database}"\n'
+        f"[dev_engine]\nport = {free_port()}\n"
+    )
+    return path
+
+
+def doctor(config: Path) -> tuple[int, list[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "doctor", "--config", str(config)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    return done.returncode, done.stdout.splitlines()
+
+
+def line(lines: list[str], name: str) -> str:
+    found = [text for text in lines if text[5:].startswith(name + " ")]
+    assert found, f"no {name!r} check in {lines}"
+    return found[0]
+
+
+def fix_after(lines: list[str], name: str) -> str:
+    index = lines.index(line(lines, name))
+    return lines[index + 1].strip()
+
+
+@pytest.fixture(scope="module")
+def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with dev_engine(tmp_path_factory.mktemp("engine")) as url:
+        yield url
+
+
+def test_a_healthy_installation_passes(tmp_path: Path, engine_url: str) -> None:
+    config = write_config(tmp_path, engine_url)
+    migrate(str(tmp_path / "storage" / "_gateway.db"))
+    code, lines = doctor(config)
+    assert code == 0, lines
+    for name in ("configuration", "database", "migrations", "storage", "upstream", "flavour"):
+        assert line(lines, name).startswith("OK "), lines
+    assert "memory-gateway dev engine" in line(lines, "upstream")
+    assert lines[-1].startswith("doctor: ") and "0 failure(s)" in lines[-1]
+
+
+def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
+    code, lines = doctor(write_config(tmp_path, ""))
+    assert code == 0, lines
+    assert line(lines, "database").startswith("WARN")
+    assert "memory-gateway migrate --config" in fix_after(lines, "database")
+    assert line(lines, "storage").startswith("WARN")
+    assert line(lines, "upstream").startswith("WARN")
+    assert "dev engine" in line(lines, "upstream")
+
+
+def test_invalid_configuration_fails(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[upstream]\nbase_url = 'ftp://nowhere'\n")
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "configuration").startswith("FAIL")
+    assert "upstream.base_url" in line(lines, "configuration")
+    assert fix_after(lines, "configuration").startswith("fix: ")
+
+
+def test_unreachable_upstream_fails_with_a_fix(tmp_path: Path) -> None:
+    code, lines = doctor(write_config(tmp_path, f"http://127.0.0.1:{free_port()}"))
+    assert code == 1
+    assert line(lines, "upstream").startswith("FAIL")
+    assert "upstream.base_url" in fix_after(lines, "upstream")
+
+
+def test_an_upstream_without_the_engine_paths_fails_the_flavour_check(
+    tmp_path: Path, engine_url: str
+) -> None:
+    config = write_config(tmp_path, engine_url)
+    text = config.read_text().replace("[upstream]\n", '[upstream]\nsearch_path = "/nowhere"\n')
+    config.write_text(text)
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "flavour").startswith("FAIL")
+    assert "/nowhere" in line(lines, "flavour")
+
+
+def test_a_corrupt_database_fails(tmp_path: Path) -> None:
+    database = tmp_path / "storage" / "_gateway.db"
+    database.parent.mkdir()
+    database.write_bytes(b"this is not a database" * 100)
+    code, lines = doctor(write_config(tmp_path, ""))
+    assert code == 1
+    assert line(lines, "database").startswith("FAIL")
+
+
+def test_pending_and_unknown_migrations_are_reported(tmp_path: Path) -> None:
+    database = tmp_path / "storage" / "_gateway.db"
+    migrate(str(database))
+    conn = sqlite3.connect(database)
+    conn.execute("DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) "
+                 "FROM schema_migrations)")
+    conn.commit()
+    code, lines = doctor(write_config(tmp_path, ""))
+    assert code == 0
+    assert line(lines, "migrations").startswith("WARN") and "1 pending" in line(lines, "migrations")
+    conn.execute("INSERT INTO schema_migrations VALUES (9999, 'from_the_future', 0)")
+    conn.commit()
+    conn.close()
+    code, lines = doctor(write_config(tmp_path, ""))
+    assert code == 1
+    assert line(lines, "migrations").startswith("FAIL") and "9999" in line(lines, "migrations")
+
+
+def test_a_storage_root_that_is_a_file_fails(tmp_path: Path) -> None:
+    root = tmp_path / "not-a-folder"
+    root.write_text("x")
+    code, lines = doctor(write_config(tmp_path, "", root=str(root)))
+    assert code == 1
+    assert line(lines, "storage").startswith("FAIL")
+    assert "not a folder" in line(lines, "storage")
+
+
+def test_low_free_space_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway import doctor as checks
+    from gateway.config import Settings
+
+    root = tmp_path / "storage"
+    root.mkdir()
+    usage = shutil.disk_usage(tmp_path)._replace(free=100 * 1024 * 1024)
+    monkeypatch.setattr(checks.shutil, "disk_usage", lambda path: usage)
+    settings = Settings().with_values(
+        storage={"root": str(root), "database": str(root / "_gateway.db")}
+    )
+    [writable, space] = list(checks.check_storage(settings))
+    assert writable.level == "OK"
+    assert (space.level, space.name) == ("WARN", "disk space")
+    assert "100.0 MiB free" in space.detail and space.fix

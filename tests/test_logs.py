@@ -1,0 +1,143 @@
+"""Structured logs: one JSON object per line, and one access line per request with its fields."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import respx
+
+from gateway import logs
+from tests.attachment_helpers import answer_search, episodes
+
+ACCESS_FIELDS = {
+    "request_id", "user_id", "method", "route", "path", "status", "duration_ms", "upstream_status",
+}
+
+
+@pytest.fixture
+def access(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger=logs.ACCESS_LOGGER)
+    return caplog
+
+
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """The root logger, restored after the test reconfigures it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield root
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == logs.ACCESS_LOGGER]
+
+
+async def test_one_access_line_per_request_with_its_fields(
+    alice: httpx.AsyncClient, access: pytest.LogCaptureFixture
+) -> None:
+    response = await alice.post("/agents", json={"name": "Ada"})
+    assert response.status_code == 201
+    [line] = access_lines(access)
+    assert ACCESS_FIELDS <= set(line.__dict__)
+    assert line.request_id == response.headers["x-request-id"]
+    assert (line.user_id, line.method, line.route, line.path) == (
+        "alice", "POST", "/agents", "/agents"
+    )
+    assert line.status == 201
+    assert isinstance(line.duration_ms, float) and line.duration_ms >= 0
+    assert line.upstream_status is None  # never reached the engine
+    assert line.levelno == logging.INFO
+
+
+async def test_route_is_the_template_and_path_the_request_path(
+    alice: httpx.AsyncClient, access: pytest.LogCaptureFixture
+) -> None:
+    await alice.get("/agents/agt_missing")
+    [line] = access_lines(access)
+    assert (line.route, line.path) == ("/agents/{agent_id}", "/agents/agt_missing")
+    assert line.status == 404
+
+
+async def test_proxied_request_logs_the_upstream_status(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, access: pytest.LogCaptureFixture
+) -> None:
+    engine.get("/api/v2/memory/things").mock(return_value=httpx.Response(207))
+    await alice.get("/api/v2/memory/things")
+    [line] = access_lines(access)
+    assert (line.route, line.status, line.upstream_status) == ("proxy", 207, 207)
+
+
+async def test_intercepted_search_logs_the_upstream_status(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, access: pytest.LogCaptureFixture
+) -> None:
+    answer_search(engine, episodes())
+    await alice.post("/memories/search", json={"query": "x", "user_id": "alice"})
+    [line] = access_lines(access)
+    assert (line.route, line.status, line.upstream_status) == ("/memories/search", 200, 200)
+
+
+async def test_upstream_status_does_not_leak_into_the_next_request(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, access: pytest.LogCaptureFixture
+) -> None:
+    engine.get("/api/v2/x").mock(return_value=httpx.Response(200))
+    await alice.get("/api/v2/x")
+    await alice.get("/agents")
+    assert [line.upstream_status for line in access_lines(access)] == [200, None]
+
+
+async def test_a_request_without_a_key_logs_no_user(
+    anonymous: httpx.AsyncClient, access: pytest.LogCaptureFixture
+) -> None:
+    assert (await anonymous.get("/agents")).status_code == 401
+    [line] = access_lines(access)
+    assert (line.user_id, line.route, line.status) == (None, "unmatched", 401)
+
+
+async def test_no_access_line_when_the_level_filters_it_out(
+    alice: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=logs.ACCESS_LOGGER)
+    await alice.get("/agents")
+    assert access_lines(caplog) == []
+
+
+def test_json_formatter_writes_one_object_per_line_with_the_extras() -> None:
+    record = logging.LogRecord("gateway.access", logging.INFO, __file__, 1, "GET %s %d",
+                               ("/agents", 200), None)
+    record.__dict__.update({"request_id": "r1", "user_id": None, "status": 200})
+    line = logs.JsonFormatter().format(record)
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert parsed["message"] == "GET /agents 200"
+    assert (parsed["level"], parsed["logger"]) == ("info", "gateway.access")
+    assert parsed["time"].endswith("Z")
+    assert (parsed["request_id"], parsed["user_id"], parsed["status"]) == ("r1", None, 200)
+    assert "args" not in parsed and "msg" not in parsed
+
+
+def test_configure_sends_json_lines_at_the_configured_level(root_logger: logging.Logger) -> None:
+    stream = io.StringIO()
+    logs.configure("warning", "json", stream)
+    logging.getLogger("gateway.test").info("hidden")
+    try:
+        raise ValueError("boom\nsecond line")
+    except ValueError:
+        logging.getLogger("gateway.test").exception("failed %s", "here")
+    [line] = stream.getvalue().splitlines()
+    parsed = json.loads(line)
+    assert (parsed["level"], parsed["message"]) == ("error", "failed here")
+    assert "ValueError: boom" in parsed["exception"]
+
+
+def test_text_format_is_available_for_development(root_logger: logging.Logger) -> None:
+    stream = io.StringIO()
+    logs.configure("info", "text", stream)
+    logging.getLogger("gateway.test").info("plain")
+    assert stream.getvalue().rstrip().endswith("INFO gateway.test: plain")
