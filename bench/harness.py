@@ -61,6 +61,15 @@ def gateway(
     upstream_url: str, extra_env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, str]]:
     """A gateway process in front of `upstream_url`; yields (base URL, API key)."""
+    with gateway_process(upstream_url, extra_env) as (url, key, _):
+        yield url, key
+
+
+@contextmanager
+def gateway_process(
+    upstream_url: str, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str, subprocess.Popen]]:
+    """Like `gateway`, also yielding the process (for memory measurements)."""
     with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
         port = free_port()
         env = {
@@ -77,9 +86,9 @@ def gateway(
             env=env, cwd=ROOT, capture_output=True, text=True, check=True,
         )
         key = created.stdout.strip().splitlines()[-1]
-        with process([PYTHON, "-m", "gateway", "serve"], env=env):
+        with process([PYTHON, "-m", "gateway", "serve"], env=env) as proc:
             wait_for_port(port)
-            yield f"http://127.0.0.1:{port}", key
+            yield f"http://127.0.0.1:{port}", key, proc
 
 
 @contextmanager

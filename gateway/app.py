@@ -25,6 +25,7 @@ from gateway.config import Settings
 from gateway.context import Services
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.files import FileStore
+from gateway.flavors import flavor_for
 from gateway.http import ClientDisconnected, header, send_error
 from gateway.llm import LlmClient
 from gateway.logs import ACCESS_LOGGER
@@ -54,7 +55,7 @@ class Gateway:
         self.settings = settings
         db = Database(settings.storage.database)
         upstream = create_upstream(settings.upstream, upstream_transport)
-        rules = OwnershipRules()
+        rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
         rules.session_owner = partial(attachment_store.session_owner, db)
         self.services = Services(
@@ -70,7 +71,7 @@ class Gateway:
             metrics=Metrics(),
         )
         self._metrics = self.services.metrics if settings.metrics.enabled else None
-        self.routes: list[BaseRoute] = all_routes()
+        self.routes: list[BaseRoute] = all_routes(settings)
         self.router = Router(routes=self.routes)
         # Fast pre-check: only paths starting like an owned route go through route matching.
         self._owned_starts = owned_path_starts(self.routes)
@@ -233,7 +234,7 @@ class Gateway:
                 return True
             if match is Match.PARTIAL and partial is None:
                 partial = route
-        if partial is not None:
+        if partial is not None and not getattr(partial, "passes_other_methods", False):
             raise MethodNotAllowed(f"{scope['method']} is not allowed on {path}")
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")

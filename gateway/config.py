@@ -246,7 +246,7 @@ def _flavor_paths(settings: Settings) -> Settings:
     own = FLAVOR_PATHS.get(upstream.flavor)
     if own is None:
         return settings  # _validate names the bad flavour
-    changes = {}
+    changes: dict[str, Any] = {}
     for index, key in enumerate(_PATH_KEYS):
         defaults = {paths[index] for paths in FLAVOR_PATHS.values()}
         if getattr(upstream, key) in defaults and getattr(upstream, key) != own[index]:

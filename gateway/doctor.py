@@ -1,7 +1,7 @@
 """`memory-gateway doctor`: check an installation and say what to fix, one line per check.
 
 Read-only: it opens the database read-only, writes one temp file into the storage root (and
-removes it), and sends the engine a GET /health and, for EverOS, an empty search.
+removes it), and sends the engine a GET /health and an empty search (which changes nothing).
 Exit code 0 when nothing FAILs, 1 otherwise.
 """
 
@@ -257,21 +257,19 @@ def _engine_name(response: httpx.Response) -> str:
 
 
 def _check_flavor(client: httpx.Client, base: str, flavor: str, settings: Settings) -> Check:
-    if flavor != DEFAULT_FLAVOR:
-        return Check(OK, "flavour", f"{flavor} (its paths are not probed by doctor)")
     path = settings.upstream.search_path
     try:
         # An empty search changes nothing; any answer but 404/405 shows the path is served.
         answer = client.post(base + path, json={})
     except httpx.HTTPError as exc:
-        return Check(FAIL, "flavour", f"everos: POST {path} failed: {type(exc).__name__}: {exc}",
+        return Check(FAIL, "flavour", f"{flavor}: POST {path} failed: {type(exc).__name__}: {exc}",
                      "check the engine's logs")
     if answer.status_code in (404, 405):
         return Check(FAIL, "flavour",
-                     f"everos: the engine does not serve POST {path} ({answer.status_code})",
-                     "point upstream.base_url at an EverOS v2 engine, or set upstream.flavor / "
-                     "upstream.search_path for the engine you run")
-    return Check(OK, "flavour", f"everos: POST {path} is served ({answer.status_code})")
+                     f"{flavor}: the engine does not serve POST {path} ({answer.status_code})",
+                     "set upstream.flavor to the engine you run (or upstream.search_path), or "
+                     "point upstream.base_url at the engine the flavour names")
+    return Check(OK, "flavour", f"{flavor}: POST {path} is served ({answer.status_code})")
 
 
 # --- the command ----------------------------------------------------------------------------

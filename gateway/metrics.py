@@ -38,7 +38,8 @@ UPSTREAM_ERROR_KINDS: dict[type[GatewayError], str] = {
 
 
 class HasSource(Protocol):
-    source: str
+    @property
+    def source(self) -> str: ...
 
 
 class Metrics:

@@ -25,22 +25,38 @@ async def _no_sessions(app_id: str, project_id: str, session_id: str) -> str | N
     return None
 
 
+# Filter operators that name exactly the values given (EverOS/Cloud, mem0 and MemOS DSLs).
+_POSITIVE_OPERATORS = frozenset({"eq", "in", "$eq", "$in"})
+
+
+def _named(value: Any) -> list[Any] | None:
+    """The values a filter condition names, or None when it reaches beyond them (ne, gt, ...)."""
+    if isinstance(value, Mapping):
+        if not value or not set(value) <= _POSITIVE_OPERATORS:
+            return None
+        named: list[Any] = []
+        for inner in value.values():
+            named.extend(inner if isinstance(inner, list) else [inner])
+        return named
+    return list(value) if isinstance(value, list) else [value]
+
+
 @dataclass
 class OwnershipRules:
     """Answers "is this the caller's agent" and "who owns this session"; filled in by the app."""
 
     owns_agent: AgentCheck = _no_agents
     session_owner: SessionOwner = _no_sessions
+    # Body keys that name a session (mem0 calls it `run_id`); set at assembly from the flavour.
+    session_keys: tuple[str, ...] = ("session_id",)
 
     async def check_body(self, body: Any, user_id: str) -> None:
         if not isinstance(body, Mapping):
             return
+        await self.check_ids(body.get("user_id"), body.get("agent_id"), user_id)
         filters = body.get("filters")
-        scopes: list[Mapping[str, Any]] = [body]
-        if isinstance(filters, Mapping):
-            scopes.append(filters)
-        for scope in scopes:
-            await self.check_ids(scope.get("user_id"), scope.get("agent_id"), user_id)
+        if filters is not None:
+            await self.check_filters(filters, body, user_id)
         messages = body.get("messages")
         if isinstance(messages, list):
             for index, message in enumerate(messages):
@@ -52,13 +68,46 @@ class OwnershipRules:
                         f"messages[{index}].sender_id must be the authenticated user",
                         field=f"messages[{index}].sender_id",
                     )
-        for scope in scopes:
-            session_id = scope.get("session_id")
+        for key in self.session_keys:
+            session_id = body.get(key)
             if isinstance(session_id, str) and session_id:
                 await self.check_session(
                     _scope_value(body, "app_id"), _scope_value(body, "project_id"), session_id,
                     user_id,
                 )
+
+    async def check_filters(self, filters: Any, body: Mapping[str, Any], user_id: str) -> None:
+        """Every user, agent and session a filter tree names, AND/OR lists and operators included.
+
+        A user or agent condition must name only the caller and the caller's agents (`ne`, `gt`
+        and the like reach other users: 403). Sessions named are checked for their owner; wider
+        session conditions are left to the search, which drops other users' sessions.
+        """
+        app_id, project_id = _scope_value(body, "app_id"), _scope_value(body, "project_id")
+        stack: list[Any] = [filters]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                stack.extend(node)
+                continue
+            if not isinstance(node, Mapping):
+                continue
+            for key, value in node.items():
+                if key in ("user_id", "agent_id"):
+                    named = _named(value)
+                    if named is None:
+                        raise Forbidden(f"filters: {key} may only name your own", field=key)
+                    for one in named:
+                        if key == "user_id":
+                            await self.check_ids(one, None, user_id)
+                        else:
+                            await self.check_ids(None, one, user_id)
+                elif key in self.session_keys:
+                    for one in _named(value) or ():
+                        if isinstance(one, str) and one:
+                            await self.check_session(app_id, project_id, one, user_id)
+                elif isinstance(value, Mapping | list):
+                    stack.append(value)
 
     async def check_ids(self, named_user: Any, agent_id: Any, user_id: str) -> None:
         if named_user is not None and named_user != user_id:

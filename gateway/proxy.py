@@ -158,7 +158,7 @@ class Proxy:
 
     async def check_query(self, scope: Scope, user_id: str) -> None:
         query: bytes = scope.get("query_string", b"")
-        if b"user_id" not in query and b"agent_id" not in query and b"session_id" not in query:
+        if b"_id" not in query:  # user_id, agent_id, session_id, run_id (mem0): all end so
             return
         params = dict(parse_qsl(query.decode("latin-1")))
         await self.rules.check_body(params, user_id)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +23,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_until_serving(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def wait_until_serving(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0,
+                       log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             detail = proc.stderr.read() if proc.stderr else b""
+            if log is not None:
+                detail = log.read_bytes()
             raise RuntimeError(f"process exited with {proc.returncode}: {detail!r}")
         try:
             httpx.get(url, timeout=1.0)
@@ -38,11 +41,15 @@ def wait_until_serving(url: str, proc: subprocess.Popen[bytes], timeout: float =
 
 
 @contextmanager
-def running(args: list[str], env: dict[str, str], probe: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def running(args: list[str], env: dict[str, str], probe: str,
+            log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `python -m gateway ARGS` until the block ends; its stderr goes to `log` when given."""
+    with open(log, "ab") if log is not None else nullcontext() as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL,
+                                stderr=log_file if log_file is not None else subprocess.PIPE)
     try:
-        wait_until_serving(probe, proc)
+        wait_until_serving(probe, proc, log=log)
         yield proc
     finally:
         if proc.poll() is None:
@@ -93,9 +100,11 @@ def dev_engine(tmp: Path) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(tmp: Path, upstream_url: str, **extra: str) -> Iterator[GatewayProcess]:
+def gateway(tmp: Path, upstream_url: str, *, log: Path | None = None,
+            **extra: str) -> Iterator[GatewayProcess]:
+    """A gateway on a free port; `extra`: MEMORY_GATEWAY_* variables; `log`: its stderr file."""
     port = free_port()
     env = gateway_env(tmp, port, upstream_url, **extra)
     url = f"http://127.0.0.1:{port}"
-    with running(["serve"], env, url + "/healthz") as proc:
+    with running(["serve"], env, url + "/healthz", log=log) as proc:
         yield GatewayProcess(url, env, proc)

@@ -1,8 +1,9 @@
-"""`memory-gateway gc` (SPEC §13): orphan files and rows whose file vanished, past a grace period."""
+"""`memory-gateway gc` (SPEC §13): orphan files, rows whose file vanished, after a grace period."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sqlite3
 import subprocess
@@ -110,7 +111,7 @@ async def test_gc_removes_orphans_marks_vanished_rows_and_spares_young_and_pendi
     age(pending)
     sql(settings, "INSERT INTO pending_intents (id, user_id, kind, payload, created_at) "
                   "VALUES ('int_1', 'bob', 'memory_add', ?, 1)",
-        '{"mappings": [], "folders": ["%s"], "resource": null}' % pending)
+        json.dumps({"mappings": [], "folders": [str(pending)], "resource": None}))
     elsewhere = [root / "alice" / "notes.txt", root / "_other" / "resources" / "r" / "x.png"]
     for path in elsewhere:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -31,6 +33,9 @@ def root_logger() -> Iterator[logging.Logger]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     yield root
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
     root.handlers[:] = handlers
     root.setLevel(level)
 
@@ -130,6 +135,7 @@ def test_configure_sends_json_lines_at_the_configured_level(root_logger: logging
         raise ValueError("boom\nsecond line")
     except ValueError:
         logging.getLogger("gateway.test").exception("failed %s", "here")
+    root_logger.handlers[0].flush()
     [line] = stream.getvalue().splitlines()
     parsed = json.loads(line)
     assert (parsed["level"], parsed["message"]) == ("error", "failed here")
@@ -140,4 +146,36 @@ def test_text_format_is_available_for_development(root_logger: logging.Logger) -
     stream = io.StringIO()
     logs.configure("info", "text", stream)
     logging.getLogger("gateway.test").info("plain")
+    root_logger.handlers[0].flush()
     assert stream.getvalue().rstrip().endswith("INFO gateway.test: plain")
+
+
+class StalledStream(io.StringIO):
+    """A log reader that stops reading until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.released.wait(timeout=10)
+        return super().write(text)
+
+
+def test_a_stalled_log_reader_drops_lines_instead_of_blocking() -> None:
+    stream = StalledStream()
+    handler = logs.BackgroundStreamHandler(stream, capacity=5)
+    handler.setFormatter(logs.JsonFormatter())
+    log = logging.Logger("gateway.stalled")
+    log.addHandler(handler)
+    began = time.monotonic()
+    for n in range(50):
+        log.warning("line %d", n)
+    assert time.monotonic() - began < 1.0  # never waited for the reader
+    assert handler.dropped >= 40
+    stream.released.set()
+    handler.close()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert lines[0]["message"] == "line 0"
+    assert any("dropped" in line["message"] for line in lines)
+    assert len(lines) <= 8

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
+from gateway.config import Settings
+from gateway.flavors import flavor_for
 from gateway.routes import (
     agent_memories,
     agents,
@@ -31,9 +33,11 @@ OWNED_PREFIXES: tuple[str, ...] = (
 )
 
 
-def all_routes() -> list[BaseRoute]:
+def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
+    """Every owned route; the memory routes follow `upstream.flavor` (default: everos)."""
+    flavor = flavor_for(settings or Settings())
     return [
-        *health.routes, *operations.routes, *memories.routes, *resources.routes, *assets.routes,
-        *chats.routes, *agents.routes, *conversations.routes, *agent_memories.routes,
-        *context.routes, *facts.routes,
+        *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
+        *assets.routes, *chats.routes, *agents.routes, *conversations.routes,
+        *agent_memories.routes, *context.routes, *facts.routes,
     ]

@@ -1,9 +1,11 @@
 """Add and search interception (SPEC §6, §8, §9), on the gateway's paths and the engine's own.
 
-Add: identity checks, attachments recorded (inline files decoded to disk) around an unchanged
-forward of the client's bytes. Search: forward unchanged, then drop other users' sessions and
-attach the caller's files whose names occur in each result. `/memories/search` answers the
-normalised `{"results", "total"}`; the engine's own search paths keep the engine's shape with an
+Add: identity checks, attachments recorded (inline files decoded to disk) around the forward.
+Search: forward, then drop other users' sessions and attach the caller's files whose names occur
+in each result. Which engine paths are intercepted and how bodies map is the flavour's
+(gateway/flavors): for EverOS the client's bytes go upstream unchanged; for other engines the
+gateway's own EverOS-shaped bodies become the engine's payloads. `/memories/search` answers the
+normalised `{"results", "total"}`; an engine's own search paths keep the engine's shape with an
 `attachments` list added to each item, so an engine client works by changing only its base URL.
 """
 
@@ -21,19 +23,21 @@ from starlette.routing import Route
 
 from gateway import jsonio
 from gateway.attachment_index import EMPTY
-from gateway.attachments import attachment_items, decode_inline
+from gateway.attachments import AttachmentItem, attachment_items, decode_inline
 from gateway.context import Services, request_id, services, user_id
 from gateway.errors import UpstreamBadResponse, ValidationFailed
 from gateway.files import file_uri, safe_name
+from gateway.flavors import ADD, Dialect, Flavor, NativeRoute
+from gateway.flavors.base import AddScope, everos_scope
 from gateway.ids import new_id
 from gateway.proxy import upstream_headers
 from gateway.routes.common import api, body_bytes, parse_json, relayed
-from gateway.search import FoundItem, drop, find_items, result
+from gateway.search import FoundItem, drop, result
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 
-ADD_PATHS = ("/memories/add", "/api/v2/memory/add", "/api/v1/memory/add")
-SEARCH_PATHS = ("/memories/search", "/api/v2/memory/search", "/api/v1/memory/search")
+ADD_PATH = "/memories/add"
+SEARCH_PATH = "/memories/search"
 SOURCE_URI = "memory_add_uri"
 SOURCE_BASE64 = "memory_add_base64"
 
@@ -83,36 +87,53 @@ def _scope(body: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) and value else "default"
 
 
-async def _checked_body(request: Request) -> tuple[Services, str, bytes, dict[str, Any]]:
+async def _json_body(request: Request) -> tuple[Services, str, bytes, dict[str, Any]]:
     svc = services(request)
     caller = user_id(request)
     raw = await body_bytes(request)
     payload = parse_json(raw)
     if not isinstance(payload, dict):
         raise ValidationFailed("the body must be a JSON object", field="body")
-    await svc.rules.check_body(payload, caller)
     return svc, caller, raw, payload
 
 
-async def _forward(request: Request, svc: Services, caller: str, path: str, raw: bytes
+async def _forward(request: Request, svc: Services, caller: str, path: str, raw: bytes,
+                   rewritten: dict[str, Any] | None = None
                    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """POST to the engine: the client's bytes, or the payload the flavour made of them."""
     headers = upstream_headers(request.scope, svc.settings, caller, request_id(request))
+    if rewritten is not None:
+        raw = jsonio.dumps(rewritten)
+        headers = [(k, v) for k, v in headers if k.lower() not in ("content-length",
+                                                                    "content-type")]
+        headers.append(("Content-Type", "application/json"))
     return await svc.upstream.call("POST", path, headers, raw)
 
 
-@api(summary="Add memories; records the attachments of the session", request=AddRequest,
-     errors=(403, 502, 503, 504), tag="memories")
-async def add(request: Request) -> Response:
-    svc, caller, raw, payload = await _checked_body(request)
-    add_path = svc.settings.upstream.add_path
-    session_id = payload.get("session_id")
-    if not isinstance(session_id, str) or not session_id:
-        return relayed(*await _forward(request, svc, caller, add_path, raw))
-    app_id, project_id = _scope(payload, "app_id"), _scope(payload, "project_id")
+async def _add(request: Request, dialect: Dialect, native: bool, path: str | None) -> Response:
+    """One add: `native` bodies are the engine's own, else the gateway's EverOS-shaped ones."""
+    svc, caller, raw, payload = await _json_body(request)
+    scope: AddScope
+    items: list[AttachmentItem]
+    if native:
+        await dialect.check(payload, caller, svc.rules)
+        scope, items = dialect.add_scope(payload), dialect.attachments(payload)
+    else:
+        await svc.rules.check_body(payload, caller)
+        scope, items = everos_scope(payload), attachment_items(payload)
+    add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
-    items = attachment_items(payload)
     # Validate and decode everything before any work is done (413 / 422, nothing written).
     inline = {item.field: decode_inline(item, limit) for item in items if item.uri is None}
+    if native:
+        outgoing = dialect.with_file_names(payload, items) if dialect.names_files and items \
+            else None
+    else:
+        outgoing = dialect.add_payload(payload, caller, items)
+    session_id = scope.session_id
+    if session_id is None:
+        return relayed(*await _forward(request, svc, caller, add_path, raw, outgoing))
+    app_id, project_id = scope.app_id, scope.project_id
     intent = Intent(id=new_id("int"), user_id=caller, kind="memory_add")
     files: list[tuple[Path, str, bytes]] = []
     for item in items:
@@ -132,11 +153,11 @@ async def add(request: Request) -> Response:
             **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
-    await attachments.begin_intent(svc.db, intent, (app_id, project_id, session_id))
+    await attachments.begin_intent(svc.db, intent, scope.key())
     try:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)
-        status, headers, body = await _forward(request, svc, caller, add_path, raw)
+        status, headers, body = await _forward(request, svc, caller, add_path, raw, outgoing)
     except BaseException:
         await _undo(svc, intent)
         raise
@@ -154,12 +175,17 @@ async def _undo(svc: Services, intent: Intent) -> None:
     await attachments.abandon_intent(svc.db, intent)
 
 
-@api(summary="Search memories; results carry the real URIs of matching attachments",
-     request=SearchRequest, response=SearchResponse, errors=(403, 502, 503, 504), tag="memories")
-async def search(request: Request) -> Response:
-    svc, caller, raw, payload = await _checked_body(request)
+async def _search(request: Request, dialect: Dialect, native: bool, path: str | None
+                  ) -> Response:
+    svc, caller, raw, payload = await _json_body(request)
+    if native:
+        await dialect.check(payload, caller, svc.rules)
+        outgoing = None
+    else:
+        await svc.rules.check_body(payload, caller)
+        outgoing = dialect.search_payload(payload, caller)
     status, headers, body = await _forward(
-        request, svc, caller, svc.settings.upstream.search_path, raw
+        request, svc, caller, path or svc.settings.upstream.search_path, raw, outgoing
     )
     if not 200 <= status < 300:
         return relayed(status, headers, body)
@@ -169,9 +195,9 @@ async def search(request: Request) -> Response:
         raise UpstreamBadResponse(
             f"upstream search answer is not JSON (status {status}, {len(body)} bytes)"
         ) from None
-    items = find_items(answer)
+    items = dialect.find_items(answer)
     kept, found = await _attach(svc, caller, payload, items)
-    if request.url.path == "/memories/search":
+    if not native:
         results = [result(item, index, found[id(item)]) for index, item in enumerate(kept)]
         out = jsonio.dumps({"results": results, "total": len(results)})
         return Response(out, status_code=status, media_type="application/json")
@@ -204,7 +230,43 @@ async def _attach(
     return items, found
 
 
-routes = [
-    *(Route(path, add, methods=["POST"]) for path in ADD_PATHS),
-    *(Route(path, search, methods=["POST"]) for path in SEARCH_PATHS),
-]
+class EngineRoute(Route):
+    """An engine's own path: its other methods are the engine's too, so they are proxied."""
+
+    passes_other_methods = True
+
+
+def _native(route: NativeRoute) -> Any:
+    handle = _add if route.kind == ADD else _search
+    path = None if route.follows_config else route.path
+
+    async def endpoint(request: Request) -> Response:
+        return await handle(request, route.dialect, True, path)
+
+    endpoint.__name__ = f"engine_{route.kind}"
+    verb = "Add memories" if route.kind == ADD else "Search memories"
+    return api(summary=f"{verb} in the engine's own shape ({route.dialect.name}); attachments "
+               "recorded / attached as on /memories", errors=(403, 502, 503, 504),
+               tag="memories")(endpoint)
+
+
+def memory_routes(flavor: Flavor) -> list[Route]:
+    """`/memories/add|search`, then the flavour's engine-native add and search paths."""
+    dialect = flavor.dialect
+
+    @api(summary="Add memories; records the attachments of the session", request=AddRequest,
+         errors=(403, 502, 503, 504), tag="memories")
+    async def add(request: Request) -> Response:
+        return await _add(request, dialect, False, None)
+
+    @api(summary="Search memories; results carry the real URIs of matching attachments",
+         request=SearchRequest, response=SearchResponse, errors=(403, 502, 503, 504),
+         tag="memories")
+    async def search(request: Request) -> Response:
+        return await _search(request, dialect, False, None)
+
+    return [
+        Route(ADD_PATH, add, methods=["POST"]),
+        Route(SEARCH_PATH, search, methods=["POST"]),
+        *(EngineRoute(route.path, _native(route), methods=["POST"]) for route in flavor.native),
+    ]

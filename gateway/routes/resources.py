@@ -12,10 +12,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from gateway.attachments import OCTET_STREAM, engine_type, guess_type
+from gateway.attachments import OCTET_STREAM, guess_type
 from gateway.context import Services, services, user_id
 from gateway.errors import NotFound, ValidationFailed
 from gateway.files import file_uri, last_segment, path_from_uri, safe_name
+from gateway.flavors import AddScope, flavor_for
 from gateway.ids import new_id, now_ms
 from gateway.routes.common import api, json_response, query_params, relayed
 from gateway.store import attachments, resources
@@ -160,25 +161,13 @@ async def upload(request: Request) -> Response:
 
 async def _ingest(svc: Services, resource: Resource) -> Response | None:
     """Add the file's message to the engine and flush it; the upstream's answer on failure."""
-    ext = resource.name.rpartition(".")[2] if "." in resource.name else ""
-    scope = {"app_id": resource.app_id, "project_id": resource.project_id,
-             "session_id": resource.session_id}
-    item: dict[str, Any] = {"type": engine_type(resource.content_type),
-                            "uri": resource.internal_uri, "name": resource.name}
-    if ext:
-        item["ext"] = ext
-    message = {
-        "role": "user",
-        "sender_id": resource.user_id,
-        "timestamp": now_ms(),
-        "content": [{"type": "text", "text": f"Uploaded file: {resource.name}"}, item],
-    }
-    paths: list[tuple[str, dict[str, Any]]] = [
-        (svc.settings.upstream.add_path, {**scope, "messages": [message]})
-    ]
-    if svc.settings.resources.flush_after_ingest:
-        paths.append((svc.settings.upstream.flush_path, scope))
-    for path, payload in paths:
+    calls = flavor_for(svc.settings).ingest_calls(
+        svc.settings.upstream, resource.user_id,
+        AddScope(resource.app_id, resource.project_id, resource.session_id),
+        name=resource.name, content_type=resource.content_type, uri=resource.internal_uri,
+        flush=svc.settings.resources.flush_after_ingest,
+    )
+    for path, payload in calls:
         status, headers, body = await svc.upstream.call_json(path, payload, resource.user_id)
         if not 200 <= status < 300:
             return relayed(status, headers, body)

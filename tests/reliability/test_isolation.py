@@ -1,0 +1,269 @@
+"""Isolation (SPEC §3): every owned endpoint, called by bob with alice's ids, answers as if they
+did not exist (404; 403 on the memory-proxy surface; 422 where an id rides in a body), never shows
+bob any of alice's data, and leaves alice's data as it was.
+
+The matrix is checked against the app's own route table: an endpoint without a probe fails the
+test, so a new endpoint cannot ship without saying how it keeps users apart.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from starlette.routing import Route
+
+from gateway.app import Gateway, create_app
+from gateway.config import Settings
+from tests.attachment_helpers import PNG, engine_ok, episodes
+from tests.reliability.support import assert_error_shape
+
+pytestmark = pytest.mark.reliability
+
+SECRET = "ALICE-SECRET"
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/metrics")}
+
+
+@dataclass(frozen=True)
+class Probe:
+    method: str
+    route: str  # the route's path template, as in the app's route table
+    path: Callable[[dict[str, str]], str]
+    status: int
+    body: Callable[[dict[str, str]], Any] | None = None
+    code: str | None = None  # the error code, for error statuses
+    files: dict[str, Any] | None = None
+
+
+def p(method: str, route: str, status: int, body: Callable[[dict[str, str]], Any] | None = None,
+      code: str | None = None, *, path: str | None = None,
+      files: dict[str, Any] | None = None) -> Probe:
+    template = path or route
+    return Probe(method, route, lambda ids: template.format(**ids), status, body, code, files)
+
+
+def add_to(session: str) -> Callable[[dict[str, str]], Any]:
+    return lambda ids: {"session_id": session, "messages": [
+        {"role": "user", "sender_id": "bob", "content": "hi"}]}
+
+
+def search_as(user: str) -> Callable[[dict[str, str]], Any]:
+    return lambda ids: {"query": "note", "user_id": user}
+
+
+NOT_FOUND, FORBIDDEN, OWNED = "not_found", "forbidden", "session_owned_by_another_user"
+PROBES: list[Probe] = [
+    *(p("GET", path, 200) for _, path in sorted(PUBLIC)),
+    # The memory-proxy surface: another user's session or id is refused before anything is sent.
+    *(p("POST", path, 403, add_to("alice-session"), OWNED)
+      for path in ("/memories/add", "/api/v2/memory/add", "/api/v1/memory/add")),
+    *(p("POST", path, 403, search_as("alice"), FORBIDDEN)
+      for path in ("/memories/search", "/api/v2/memory/search", "/api/v1/memory/search")),
+    # ... and bob's own search drops the results of alice's sessions the engine sends back.
+    *(p("POST", path, 200, search_as("bob"))
+      for path in ("/memories/search", "/api/v2/memory/search", "/api/v1/memory/search")),
+    p("POST", "/resources", 201, files={"file": ("bob.png", b"bob's bytes", "image/png")}),
+    p("GET", "/resources", 200),
+    p("GET", "/resources/{resource_id}", 404, code=NOT_FOUND),
+    p("DELETE", "/resources/{resource_id}", 404, code=NOT_FOUND),
+    p("GET", "/resources/{resource_id}/content", 404, code=NOT_FOUND),
+    p("POST", "/assets", 422, lambda ids: {
+        "mediaType": "image", "sourceType": "generated", "originalUrl": "https://b.example/x.png",
+        "parentAssetIds": [ids["asset_id"]]}, "validation_error"),
+    p("GET", "/assets/{asset_id}", 404, code=NOT_FOUND),
+    p("GET", "/assets/{asset_id}/lineage", 404, code=NOT_FOUND),
+    p("POST", "/assets/{asset_id}/relations", 404, lambda ids: {
+        "toAssetId": ids["bob_asset_id"], "relationType": "reference_of"}, NOT_FOUND),
+    p("POST", "/assets/{asset_id}/relations", 422, lambda ids: {
+        "toAssetId": ids["asset_id"], "relationType": "reference_of"}, "validation_error",
+      path="/assets/{bob_asset_id}/relations"),
+    # Chat ids are the caller's own namespace: bob's "alice-chat" is another, empty chat.
+    p("GET", "/chats/{chat_id}/working-state", 200),
+    p("PUT", "/chats/{chat_id}/working-state", 422,
+      lambda ids: {"currentFocusAssetId": ids["asset_id"]}, "validation_error"),
+    p("POST", "/chats/{chat_id}/results", 422, lambda ids: {"assetIds": [ids["asset_id"]]},
+      "validation_error"),
+    p("POST", "/chats/{chat_id}/resolve", 422,
+      lambda ids: {"text": "this one", "uploadedAssetIds": [ids["asset_id"]]}, "validation_error"),
+    p("POST", "/chats/{chat_id}/resolve", 200, lambda ids: {
+        "text": "第一张", "contextPayload": {"canvasImageNodes": [
+            {"nodeId": "n1", "assetId": ids["asset_id"], "url": "https://a.example/1.png",
+             "x": 0, "y": 0, "isSelected": True}]}}),
+    p("GET", "/chats/{chat_id}/resolutions", 200),
+    p("POST", "/agents", 201, lambda ids: {"name": "bob's agent"}),
+    p("GET", "/agents", 200),
+    p("GET", "/agents/{agent_id}", 404, code=NOT_FOUND),
+    p("PATCH", "/agents/{agent_id}", 404, lambda ids: {"name": "taken"}, NOT_FOUND),
+    p("DELETE", "/agents/{agent_id}", 404, code=NOT_FOUND),
+    p("GET", "/agents/{agent_id}/conversation", 404, code=NOT_FOUND),
+    p("GET", "/agents/{agent_id}/conversations", 404, code=NOT_FOUND),
+    p("POST", "/agents/{agent_id}/conversations", 404, lambda ids: {"title": "x"}, NOT_FOUND),
+    p("GET", "/conversations/{conversation_id}", 404, code=NOT_FOUND),
+    p("DELETE", "/conversations/{conversation_id}", 404, code=NOT_FOUND),
+    p("GET", "/conversations/{conversation_id}/messages", 404, code=NOT_FOUND),
+    p("POST", "/conversations/{conversation_id}/messages", 404,
+      lambda ids: {"clientMessageId": "b1", "role": "user", "content": "hi"}, NOT_FOUND),
+    *(p("POST", "/conversations/{conversation_id}/messages", 422, lambda ids, source=source: {
+        "clientMessageId": f"b-{source}", "role": "user", "content": "look",
+        "attachments": [{"source": source, "referenceId": ids[f"{source}_id"]}]},
+        "validation_error", path="/conversations/{bob_conversation_id}/messages")
+      for source in ("resource", "asset")),
+    p("POST", "/agents/{agent_id}/memories", 404,
+      lambda ids: {"type": "t", "content": "c"}, NOT_FOUND),
+    p("POST", "/agents/{agent_id}/memories", 422,
+      lambda ids: {"type": "t", "content": "c", "sourceMessageId": ids["message_id"]},
+      "validation_error", path="/agents/{bob_agent_id}/memories"),
+    p("GET", "/agents/{agent_id}/memories", 404, code=NOT_FOUND),
+    *(p(method, "/agents/{agent_id}/memories/{memory_id}", 404, body, NOT_FOUND, path=path)
+      for method, body in (("GET", None), ("PATCH", lambda ids: {"content": "x"}),
+                           ("DELETE", None))
+      for path in ("/agents/{agent_id}/memories/{memory_id}",
+                   "/agents/{bob_agent_id}/memories/{memory_id}")),
+    p("GET", "/agents/{agent_id}/context", 404, code=NOT_FOUND),
+    p("POST", "/memory-facts", 201, lambda ids: {
+        "scope": "global", "factType": "preference", "key": "tone", "value": "bob's",
+        "sourceType": "manual"}),
+    p("GET", "/memory-facts", 200),
+    p("GET", "/memory-facts/{fact_id}", 404, code=NOT_FOUND),
+    p("PATCH", "/memory-facts/{fact_id}", 404, lambda ids: {"pinned": True}, NOT_FOUND),
+    p("DELETE", "/memory-facts/{fact_id}", 404, code=NOT_FOUND),
+]
+# Engine paths the gateway does not own but checks (SPEC §3): refused, nothing forwarded.
+PROXY_PROBES: list[Probe] = [
+    p("POST", "/api/v2/memory/get", 403, search_as("alice"), FORBIDDEN),
+    p("POST", "/api/v2/memory/flush", 403, lambda ids: {"session_id": "alice-session"}, OWNED),
+    p("GET", "/api/v2/memory/get", 403, code=FORBIDDEN, path="/api/v2/memory/get?user_id=alice"),
+]
+
+
+async def alices_world(alice: httpx.AsyncClient) -> dict[str, str]:
+    """One of everything, each carrying SECRET; returns the ids bob will try."""
+    ids: dict[str, str] = {"chat_id": "alice-chat"}
+
+    async def ok(response: httpx.Response) -> dict[str, Any]:
+        assert response.status_code in (200, 201), response.text
+        return dict(response.json()) if response.content else {}
+
+    resource = await ok(await alice.post(
+        "/resources", files={"file": (f"{SECRET}-photo.png", PNG + SECRET.encode(), "image/png")}))
+    ids["resource_id"] = resource["id"]
+    await ok(await alice.post("/memories/add", json={"session_id": "alice-session", "messages": [{
+        "role": "user", "sender_id": "alice", "content": [
+            {"type": "text", "text": f"{SECRET} note"},
+            {"type": "image", "name": f"{SECRET}-note.png",
+             "base64": base64.b64encode(PNG).decode()}]}]}))
+    agent = await ok(await alice.post("/agents", json={
+        "name": f"{SECRET} agent", "profile": {"secret": SECRET}, "openingMessage": SECRET}))
+    ids["agent_id"] = agent["id"]
+    conversation = await ok(await alice.get(f"/agents/{agent['id']}/conversation"))
+    ids["conversation_id"] = conversation["conversationId"]
+    posted = await ok(await alice.post(f"/conversations/{ids['conversation_id']}/messages", json={
+        "clientMessageId": "a1", "role": "user", "content": f"{SECRET} message",
+        "attachments": [{"source": "resource", "referenceId": ids["resource_id"],
+                         "label": SECRET}]}))
+    ids["message_id"] = posted["message"]["id"]
+    await ok(await alice.post(f"/agents/{agent['id']}/conversations",
+                              json={"title": f"{SECRET} title"}))
+    memory = await ok(await alice.post(f"/agents/{agent['id']}/memories", json={
+        "type": "preference", "content": f"{SECRET} memory", "sourceMessageId": ids["message_id"]}))
+    ids["memory_id"] = memory["id"]
+    fact = await ok(await alice.post("/memory-facts", json={
+        "scope": "global", "factType": "preference", "key": f"{SECRET}-key",
+        "value": {"secret": SECRET}, "sourceType": "manual"}))
+    ids["fact_id"] = fact["id"]
+    asset = await ok(await alice.post("/assets", json={
+        "chatId": "alice-chat", "mediaType": "image", "sourceType": "generated",
+        "originalUrl": f"https://a.example/{SECRET}.png", "displayName": SECRET, "prompt": SECRET}))
+    ids["asset_id"] = asset["id"]
+    await ok(await alice.post("/chats/alice-chat/results", json={"assetIds": [asset["id"]]}))
+    await ok(await alice.post("/chats/alice-chat/resolve", json={"text": f"{SECRET} the latest"}))
+    return ids
+
+
+async def bobs_own(bob: httpx.AsyncClient) -> dict[str, str]:
+    agent = (await bob.post("/agents", json={"name": "bob"})).json()
+    conversation = (await bob.get(f"/agents/{agent['id']}/conversation")).json()
+    asset = (await bob.post("/assets", json={
+        "mediaType": "image", "sourceType": "upload", "originalUrl": "https://b.example/b.png"}
+    )).json()
+    return {"bob_agent_id": agent["id"], "bob_conversation_id": conversation["conversationId"],
+            "bob_asset_id": asset["id"]}
+
+
+async def alices_view(alice: httpx.AsyncClient, ids: dict[str, str]) -> list[Any]:
+    """What alice sees of her data; it must read the same after bob's attempts."""
+    reads = [
+        f"/resources/{ids['resource_id']}", f"/agents/{ids['agent_id']}",
+        f"/conversations/{ids['conversation_id']}/messages",
+        f"/agents/{ids['agent_id']}/memories/{ids['memory_id']}", f"/memory-facts/{ids['fact_id']}",
+        f"/assets/{ids['asset_id']}/lineage", "/chats/alice-chat/working-state",
+        "/chats/alice-chat/resolutions", f"/agents/{ids['agent_id']}/conversations",
+    ]
+    seen = []
+    for path in reads:
+        response = await alice.get(path)
+        assert response.status_code == 200, (path, response.text)
+        seen.append(response.json())
+    content = await alice.get(f"/resources/{ids['resource_id']}/content")
+    seen.append(content.content)
+    return seen
+
+
+def owned_endpoints(app: Gateway) -> set[tuple[str, str]]:
+    return {(method, route.path) for route in app.routes if isinstance(route, Route)
+            for method in (route.methods or ()) if method != "HEAD"}
+
+
+def test_every_endpoint_has_an_isolation_probe(settings: Settings) -> None:
+    app = create_app(settings)
+    assert {(probe.method, probe.route) for probe in PROBES} == owned_endpoints(app)
+
+
+async def test_bob_with_alices_ids_finds_nothing_and_changes_nothing(
+    app: Gateway, alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter,
+    settings: Settings,
+) -> None:
+    routes = engine_ok(engine)
+    engine.get("/health").mock(return_value=httpx.Response(200, json={"status": "ok"}))
+    alice_session = {"session_id": "alice-session", "episode": f"{SECRET} note {SECRET}-note.png",
+                     "sender_ids": ["alice"]}
+    searched = engine.post("/api/v2/memory/search").mock(
+        return_value=httpx.Response(200, json=episodes(alice_session, unprocessed=[
+            {**alice_session, "content": [{"type": "image", "name": f"{SECRET}-note.png"}]}])))
+    ids = {**await alices_world(alice), **await bobs_own(bob)}
+    before = await alices_view(alice, ids)
+    storage = str(Path(settings.storage.root).resolve())
+    forwarded_before = len(routes["add"].calls) + len(routes["flush"].calls)
+
+    for probe in [*PROBES, *PROXY_PROBES]:
+        path = probe.path(ids)
+        kwargs: dict[str, Any] = {}
+        if probe.body is not None:
+            kwargs["json"] = probe.body(ids)
+        if probe.files is not None:
+            kwargs["files"] = probe.files
+        response = await bob.request(probe.method, path, **kwargs)
+        where = f"{probe.method} {path}"
+        if probe.code is not None:
+            assert_error_shape(response, probe.status, probe.code)
+        assert response.status_code == probe.status, (where, response.text)
+        text = response.text
+        assert SECRET not in text, where
+        assert storage not in text and "/alice/" not in text, where
+        if probe.route == "/chats/{chat_id}/resolve" and response.status_code == 200:
+            decision = response.json()
+            assert ids["asset_id"] not in decision["targetAssetIds"] + decision[
+                "candidateAssetIds"]
+        if probe.method == "POST" and probe.route in ("/memories/search",) and probe.status == 200:
+            assert response.json() == {"results": [], "total": 0}
+
+    # bob's own upload is the only add that reached the engine (its ingestion and flush).
+    assert len(routes["add"].calls) + len(routes["flush"].calls) - forwarded_before == 2
+    assert searched.call_count == 3  # bob's three own searches; the refused ones never left
+    assert await alices_view(alice, ids) == before

@@ -1,0 +1,74 @@
+"""`upstream.flavor`: validation, paths that follow the flavour, routing, and naming files."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+
+from gateway.attachments import attachment_items
+from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
+from gateway.flavors import FLAVORS
+from gateway.flavors.base import name_files
+
+
+def test_unknown_flavour_stops_start_up_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match="upstream.flavor") as bad:
+        load_settings(environ={"MEMORY_GATEWAY_UPSTREAM_FLAVOR": "zep"})
+    assert "everos, everos-cloud, everos-cloud-v1, mem0, memos" in str(bad.value)
+
+
+@pytest.mark.parametrize(("flavor", "paths"), [
+    ("everos", ("/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush")),
+    ("everos-cloud", ("/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush")),
+    ("everos-cloud-v1", ("/api/v1/memories", "/api/v1/memories/search",
+                         "/api/v1/memories/flush")),
+    ("mem0", ("/memories", "/search", "")),
+    ("memos", ("/product/add", "/product/search", "")),
+])
+def test_paths_default_to_the_flavours_own(flavor: str, paths: tuple[str, str, str]) -> None:
+    upstream = load_settings(environ={"MEMORY_GATEWAY_UPSTREAM_FLAVOR": flavor}).upstream
+    assert (upstream.add_path, upstream.search_path, upstream.flush_path) == paths
+    assert FLAVORS[flavor].default_paths == paths
+
+
+def test_an_explicit_path_is_kept_and_a_flavour_change_moves_the_others() -> None:
+    settings = load_settings(environ={"MEMORY_GATEWAY_UPSTREAM_FLAVOR": "memos",
+                                      "MEMORY_GATEWAY_UPSTREAM_ADD_PATH": "/api/product/add"})
+    assert settings.upstream.add_path == "/api/product/add"
+    assert settings.upstream.search_path == "/product/search"
+    back = settings.with_values(upstream={"flavor": "everos"})
+    assert back.upstream.search_path == "/api/v2/memory/search"
+    assert back.upstream.add_path == "/api/product/add"
+
+
+def test_engines_the_dev_engine_cannot_stand_in_for_need_a_base_url() -> None:
+    with pytest.raises(ConfigError, match="upstream.base_url"):
+        check_dev_engine_flavor(Settings().with_values(upstream={"flavor": "mem0"}))
+    check_dev_engine_flavor(Settings().with_values(upstream={"flavor": "everos-cloud"}))
+
+
+async def test_other_methods_on_an_engine_path_are_proxied(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    route = engine.get("/api/v2/memory/add").mock(return_value=httpx.Response(405))
+    response = await alice.get("/api/v2/memory/add")
+    assert response.status_code == 405 and route.called  # the engine's answer, not ours
+
+
+def test_name_files_puts_a_line_before_each_file_in_every_content_shape() -> None:
+    body = {"messages": [
+        {"role": "user", "content": [{"type": "image", "uri": "https://x/a.png"},
+                                     {"type": "text", "text": "two"},
+                                     {"type": "image", "uri": "https://x/b.png"}]},
+        {"role": "user", "content": {"type": "image_url", "image_url": {"url": "https://x/c.png"}}},
+        {"type": "file", "file": {"file_data": "https://x/d.pdf", "filename": "d.pdf"}},
+    ]}
+    named = name_files(body, attachment_items(body))
+    first, second, line, part = named["messages"]
+    assert [i.get("text") or i["uri"] for i in first["content"]] == [
+        "Attached file: a.png", "https://x/a.png", "two", "Attached file: b.png",
+        "https://x/b.png"]
+    assert second["content"][0] == {"type": "text", "text": "Attached file: c.png"}
+    assert line == {"type": "text", "text": "Attached file: d.pdf"} and part["type"] == "file"
+    assert len(body["messages"][0]["content"]) == 3  # the caller's body is left as it was

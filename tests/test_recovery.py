@@ -1,0 +1,61 @@
+"""Start-up recovery (SPEC §13): leftover intents are kept when they may have reached the engine,
+dropped (files and all) when a file they should have written is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import respx
+
+from gateway.app import create_app
+from gateway.config import Settings
+from gateway.files import FileStore, file_uri
+from gateway.store import Database
+from gateway.store import attachments as attachment_store
+from gateway.store.attachments import Intent, new_mapping
+from tests.attachment_helpers import PNG, files_under, rows
+
+
+async def record(db: Database, files: FileStore, intent_id: str, session: str,
+                 write: bool) -> Intent:
+    """An add's intent with one inline file (written or not) and one URI item."""
+    folder = files.folder("alice", "memory_attachments", f"att_{intent_id}")
+    common = dict(user_id="alice", app_id="default", project_id="default", session_id=session)
+    intent = Intent(id=intent_id, user_id="alice", kind="memory_add", folders=[str(folder)],
+                    mappings=[
+                        new_mapping(**common, name="a.png", content_type="image/png",
+                                    internal_uri=file_uri(folder / "a.png"),
+                                    source="memory_add_base64"),
+                        new_mapping(**common, name="b.jpg", content_type="image/jpeg",
+                                    internal_uri="https://cdn.example/b.jpg",
+                                    source="memory_add_uri")])
+    await attachment_store.begin_intent(db, intent, ("default", "default", session))
+    folder.mkdir(parents=True)
+    if write:
+        await files.write_bytes(folder, "a.png", PNG)
+    return intent
+
+
+async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
+    settings: Settings, engine: respx.MockRouter
+) -> None:
+    db = Database(settings.storage.database)
+    await db.open()
+    files = FileStore(settings.storage.root)
+    try:
+        await record(db, files, "int_reached", "s-reached", write=True)
+        dropped = await record(db, files, "int_early", "s-early", write=False)
+    finally:
+        await db.close()
+
+    gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
+    async with gateway.running():
+        pass
+    assert rows(settings, "SELECT id FROM pending_intents") == []
+    kept = rows(settings, "SELECT session_id, name FROM memory_attachments ORDER BY name")
+    assert [(r["session_id"], r["name"]) for r in kept] == [("s-reached", "a.png"),
+                                                             ("s-reached", "b.jpg")]
+    [stored] = files_under(settings.storage.root)
+    assert stored.name == "a.png" and stored.read_bytes() == PNG
+    assert [Path(folder).exists() for folder in dropped.folders] == [False]
