@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -89,6 +90,8 @@ class DevEngineStore:
 
     def __init__(self, database: str) -> None:
         self._lock = threading.Lock()
+        if database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(database, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout = 5000")

@@ -22,14 +22,19 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.config import ENV_PREFIX, ConfigError, Settings, load_settings
+from gateway.config import (
+    ENV_PREFIX,
+    ConfigError,
+    Settings,
+    check_dev_engine_flavor,
+    load_settings,
+)
 from gateway.store import migrations
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
 PROBE_TIMEOUT_S = 5.0
 HEALTH_PATH = "/health"
-DEFAULT_FLAVOR = "everos"
 
 
 @dataclass(frozen=True)
@@ -209,8 +214,14 @@ def _port_in_use(port: int) -> bool:
 
 def check_upstream(settings: Settings) -> Iterator[Check]:
     upstream = settings.upstream
-    flavor = getattr(upstream, "flavor", DEFAULT_FLAVOR)
+    flavor = upstream.flavor
     if not upstream.base_url:
+        try:
+            check_dev_engine_flavor(settings)
+        except ConfigError as exc:
+            yield Check(FAIL, "upstream", str(exc),
+                        f"set upstream.base_url to your {flavor} server, or use flavor everos")
+            return
         port = settings.dev_engine.port
         yield Check(WARN, "upstream",
                     f"upstream.base_url is empty: `serve` runs the built-in dev engine on "

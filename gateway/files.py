@@ -42,6 +42,9 @@ def safe_name(name: str | None, fallback: str = "file") -> str:
     # Lone surrogates cannot be file names on any filesystem: they become "?" and then "_".
     base = (name or "").encode("utf-8", "replace").decode("utf-8")
     base = _UNSAFE.sub("_", unicodedata.normalize("NFC", last_segment(base)))
+    # Trailing dots and spaces go first (as Windows drops them), so that what is left splits the
+    # same way again: safe_name(safe_name(x)) == safe_name(x).
+    base = base.rstrip(" .")
     stem, dot, ext = base.rpartition(".")
     if not dot:
         stem, ext = base, ""

@@ -20,10 +20,11 @@ import orjson
 ACCESS_LOGGER = "gateway.access"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 QUEUE_CAPACITY = 10_000  # log lines waiting for the writer thread before new ones are dropped
-# Attributes every LogRecord has; anything else on a record came from `extra=`.
+# Attributes every LogRecord has; anything else on a record came from `extra=` (except uvicorn's
+# ANSI-coloured copy of its message).
 _STANDARD = frozenset(
     logging.LogRecord("", 0, "", 0, "", (), None).__dict__
-) | {"message", "asctime", "taskName"}
+) | {"message", "asctime", "taskName", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Sequence
-from functools import cache
 from http import HTTPStatus
 from typing import Any
 
@@ -25,9 +24,6 @@ OPENAPI_VERSION = "3.1.0"
 REF_TEMPLATE = "#/components/schemas/{model}"
 ERROR_SCHEMA_NAME = "ErrorResponse"
 SECURITY_SCHEME = "bearerAuth"
-# The engine's own paths the gateway intercepts (/api/v1|v2/memory/...) answer in the engine's
-# shape, not the gateway's: their success bodies are described, not schematised.
-ENGINE_PATH_PREFIX = "/api/"
 
 DESCRIPTION = """\
 An authenticating, attachment-aware gateway in front of an EverOS-compatible memory engine.
@@ -167,15 +163,9 @@ def _error_statuses(doc: ApiDoc, public: bool, has_path_params: bool) -> list[in
 
 
 def _success_content(
-    doc: ApiDoc, path: str, refs: dict[tuple[type[BaseModel], JsonSchemaMode], dict[str, Any]]
+    doc: ApiDoc, refs: dict[tuple[type[BaseModel], JsonSchemaMode], dict[str, Any]]
 ) -> tuple[str, dict[str, Any] | None]:
     """(description, content) of the success response."""
-    if path.startswith(ENGINE_PATH_PREFIX):
-        return (
-            "The engine's answer in the engine's own shape (search items gain an `attachments` "
-            "list)",
-            {"application/json": {"schema": {}}},
-        )
     if doc.response is not None:
         return HTTPStatus(doc.status).phrase, {
             "application/json": {"schema": refs[(doc.response, "serialization")]}
@@ -186,7 +176,8 @@ def _success_content(
         text = doc.content_type.startswith("text/")
         schema = {"type": "string"} if text else {"type": "string", "format": "binary"}
         return HTTPStatus(doc.status).phrase, {doc.content_type: {"schema": schema}}
-    return "The engine's answer, passed through unchanged", {"application/json": {"schema": {}}}
+    # The engine's own add/search paths and /memories/add answer in the engine's shape.
+    return "The engine's answer, in the engine's shape", {"application/json": {"schema": {}}}
 
 
 def build_document(
@@ -227,7 +218,7 @@ def build_document(
                     }
                 },
             }
-        description, content = _success_content(doc, path, refs)
+        description, content = _success_content(doc, refs)
         responses: dict[str, Any] = {}
         for status in (doc.status, *doc.also):
             responses[str(status)] = {"description": description}
@@ -259,12 +250,8 @@ def build_document(
     }
 
 
-@cache
-def document_bytes() -> bytes:
-    """The app's document as served at `/openapi.json` (built once: routes are fixed)."""
-    from gateway.routes import PUBLIC_PATHS, all_routes
-
-    return json.dumps(build_document(all_routes(), PUBLIC_PATHS), ensure_ascii=False).encode()
+def document_bytes(routes: Iterable[BaseRoute], public_paths: Collection[str]) -> bytes:
+    return json.dumps(build_document(routes, public_paths), ensure_ascii=False).encode()
 
 
 def endpoint_table(document: dict[str, Any]) -> str:

@@ -82,7 +82,7 @@ def gateway_env(tmp: Path, port: int, upstream_url: str, **extra: str) -> dict[s
         "MEMORY_GATEWAY_UPSTREAM_BASE_URL": upstream_url,
         "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp / "storage"),
         "MEMORY_GATEWAY_STORAGE_DATABASE": str(tmp / "storage" / "_gateway.db"),
-        "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp / "engine.db"),
+        "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp / "not-yet-created" / "engine.db"),
         "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
         **extra,
     })

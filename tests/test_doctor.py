@@ -155,3 +155,11 @@ def test_low_free_space_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert writable.level == "OK"
     assert (space.level, space.name) == ("WARN", "disk space")
     assert "100.0 MiB free" in space.detail and space.fix
+
+
+def test_a_flavour_the_dev_engine_cannot_speak_needs_a_base_url(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "")
+    config.write_text(config.read_text().replace("[upstream]\n", '[upstream]\nflavor = "mem0"\n'))
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "upstream").startswith("FAIL") and "mem0" in line(lines, "upstream")

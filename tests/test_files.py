@@ -33,7 +33,8 @@ def test_safe_name_keeps_the_extension(stem: str, ext: str) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [("../x/photo.png", "photo.png"), ("C:\\a\\photo.png", "photo.png"), ("", "file"),
-     ("..", "file"), ("a\x00b.png", "a_b.png"), ("con.txt", "file_con.txt")],
+     ("..", "file"), ("a\x00b.png", "a_b.png"), ("con.txt", "file_con.txt"),
+     ("0..0.", "0.0"), ("photo.png. ", "photo.png")],
 )
 def test_hostile_names(name: str, expected: str) -> None:
     assert safe_name(name) == expected

@@ -8,11 +8,14 @@ from typing import Any
 
 import httpx
 import jsonschema
+import respx
 from openapi_spec_validator import validate
 from starlette.routing import Route
 
-from gateway.app import Gateway
+from gateway.app import Gateway, create_app
+from gateway.config import Settings
 from gateway.routes import PUBLIC_PATHS
+from tests.conftest import client_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -174,3 +177,16 @@ async def test_docs_api_md_lists_every_owned_endpoint(app: Gateway) -> None:
     text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     missing = [f"{m.upper()} {p}" for p, m in owned(app) if f"`{m.upper()} {p}`" not in text]
     assert missing == [], "regenerate the table in docs/api.md (see its last section)"
+
+
+async def test_the_document_follows_the_upstream_flavour(
+    settings: Settings, engine: respx.MockRouter
+) -> None:
+    mem0 = create_app(settings.with_values(upstream={"flavor": "mem0"}),
+                      upstream_transport=httpx.MockTransport(engine.async_handler))
+    async with mem0.running(), client_for(mem0) as anonymous:
+        document = await fetch(anonymous)
+    validate(document)
+    assert {(p, m) for p, ops in document["paths"].items() for m in ops} == set(owned(mem0))
+    assert "post" in document["paths"]["/search"]
+    assert "/api/v2/memory/search" not in document["paths"]

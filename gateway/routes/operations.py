@@ -11,12 +11,20 @@ from gateway.errors import NotFound
 from gateway.metrics import CONTENT_TYPE
 from gateway.routes.common import api
 
+OPENAPI_KEY = "openapi_document"
+
 
 @api(summary="This OpenAPI document (the gateway's own endpoints)", tag="operations")
 async def openapi_document(request: Request) -> Response:
-    from gateway.openapi import document_bytes  # it reads every route module, this one included
+    # Imported here: the document reads every route module, this one included.
+    from gateway.openapi import document_bytes
+    from gateway.routes import PUBLIC_PATHS, all_routes
 
-    return Response(document_bytes(), media_type="application/json")
+    svc = services(request)
+    body = svc.extras.get(OPENAPI_KEY)
+    if body is None:  # built once per app: its routes follow its settings (upstream.flavor)
+        body = svc.extras[OPENAPI_KEY] = document_bytes(all_routes(svc.settings), PUBLIC_PATHS)
+    return Response(body, media_type="application/json")
 
 
 @api(summary="Prometheus metrics (text exposition format); firewall it from the public",
