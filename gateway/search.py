@@ -7,7 +7,6 @@ The EverOS envelope `{"data": {"episodes", "profiles", "agent_cases", "agent_ski
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -37,7 +36,7 @@ class FoundItem:
         self.session_id = _session_of(self.raw, self.session_keys)
 
     def scope(self, default_app: str, default_project: str) -> tuple[str, str]:
-        raw = self.raw if isinstance(self.raw, Mapping) else {}
+        raw = self.raw if isinstance(self.raw, dict) else {}
         app, project = raw.get("app_id"), raw.get("project_id")
         return (
             app if isinstance(app, str) and app else default_app,
@@ -48,7 +47,7 @@ class FoundItem:
     def content(self) -> str | None:
         if isinstance(self.raw, str):
             return self.raw
-        if not isinstance(self.raw, Mapping):
+        if not isinstance(self.raw, dict):
             return None
         for key in CONTENT_KEYS:
             value = self.raw.get(key)
@@ -58,10 +57,10 @@ class FoundItem:
 
     def field(self, *keys: str) -> Any:
         """The first present key, at the top, else in `metadata` (where MemOS keeps them)."""
-        if not isinstance(self.raw, Mapping):
+        if not isinstance(self.raw, dict):
             return None
         metadata = self.raw.get("metadata")
-        for where in (self.raw, metadata if isinstance(metadata, Mapping) else {}):
+        for where in (self.raw, metadata if isinstance(metadata, dict) else {}):
             for key in keys:
                 if where.get(key) is not None:
                     return where[key]
@@ -70,12 +69,16 @@ class FoundItem:
 
 def _session_of(raw: Any, keys: tuple[str, ...] = ("session_id",)) -> str | None:
     """The item's session key (`session_id`), else `metadata.session_id`, else none."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return None
-    value = next((raw[key] for key in keys if raw.get(key)), None)
+    value = None
+    for key in keys:
+        value = raw.get(key)
+        if value:
+            break
     if not value:
         metadata = raw.get("metadata")
-        value = metadata.get("session_id") if isinstance(metadata, Mapping) else None
+        value = metadata.get("session_id") if isinstance(metadata, dict) else None
     return value if isinstance(value, str) and value else None
 
 
@@ -87,12 +90,12 @@ def _list(value: Any, where: str) -> list[Any]:
 
 def find_items(payload: Any) -> list[FoundItem]:
     """The result items of a search answer, in answer order; UpstreamBadResponse for others."""
-    if not isinstance(payload, Mapping):
+    if not isinstance(payload, dict):
         raise UpstreamBadResponse(
             f"upstream search answer is a JSON {type(payload).__name__}, not an object"
         )
     data = payload.get("data")
-    if isinstance(data, Mapping) and any(key in data for key in EVEROS_GROUPS):
+    if isinstance(data, dict) and any(key in data for key in EVEROS_GROUPS):
         found: list[FoundItem] = []
         for group, item_type in EVEROS_GROUPS.items():
             if data.get(group) is None:
@@ -104,7 +107,7 @@ def find_items(payload: Any) -> list[FoundItem]:
         if key in payload:
             items = _list(payload[key], key)
             return [FoundItem(_item_type(item, "memory"), item, items) for item in items]
-    if isinstance(data, Mapping):
+    if isinstance(data, dict):
         for key, default_type in (("memories", "memory"), ("raw_messages", "raw_message")):
             if key in data:
                 items = _list(data[key], f"data.{key}")
@@ -117,7 +120,7 @@ def find_items(payload: Any) -> list[FoundItem]:
 
 
 def _item_type(item: Any, default: str) -> str:
-    if isinstance(item, Mapping):
+    if isinstance(item, dict):
         for key in ("type", "memory_type"):
             value = item.get(key)
             if isinstance(value, str) and value:
