@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 
-
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 
@@ -24,12 +23,15 @@ def _has_long_digit_run(data: bytes) -> bool:
 
 def loads(data: bytes) -> Any:
     """Parse JSON; ValueError when it is not JSON."""
-    if _has_long_digit_run(data):
-        return json.loads(data)
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)  # raises ValueError itself when it is really not JSON
+        if _has_long_digit_run(data):
+            return json.loads(data)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return json.loads(data)  # raises ValueError itself when it is really not JSON
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read") from None
 
 
 def dumps(value: Any) -> bytes:

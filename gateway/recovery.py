@@ -52,3 +52,11 @@ async def settle_leftover_intents(db: Database, files: FileStore) -> Recovery:
             await attachment_store.abandon_intent(db, intent)
             done.dropped.append(intent)
     return done
+
+
+async def abandon(db: Database, files: FileStore, intent: Intent) -> None:
+    """An add or upload failed: drop its intent, then its files, unless another process's
+    recovery already committed the intent (then its mappings point at those files)."""
+    if await attachment_store.abandon_intent(db, intent):
+        for folder in intent.folders:
+            await files.remove_folder(Path(folder))

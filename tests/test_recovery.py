@@ -59,3 +59,31 @@ async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
     [stored] = files_under(settings.storage.root)
     assert stored.name == "a.png" and stored.read_bytes() == PNG
     assert [Path(folder).exists() for folder in dropped.folders] == [False]
+
+
+async def test_a_failed_call_keeps_files_another_process_already_committed(
+    settings: Settings, tmp_path: Path
+) -> None:
+    from gateway import recovery
+
+    db = Database(settings.storage.database)
+    await db.open()
+    try:
+        files = FileStore(settings.storage.root)
+        for settled_elsewhere in (True, False):
+            folder = files.folder("alice", "memory_attachments", f"att_{int(settled_elsewhere)}")
+            stored = await files.write_bytes(folder, "x.png", PNG)
+            intent = Intent(id=f"int_{int(settled_elsewhere)}", user_id="alice",
+                            kind="memory_add", folders=[str(folder)], mappings=[new_mapping(
+                                user_id="alice", app_id="default", project_id="default",
+                                session_id="s", name="x.png", content_type="image/png",
+                                internal_uri=file_uri(stored.path), source="memory_add_base64")])
+            await attachment_store.begin_intent(db, intent, ("default", "default", "s"))
+            if settled_elsewhere:  # e.g. a second gateway's start-up recovery
+                await attachment_store.commit_intent(db, intent)
+            await recovery.abandon(db, files, intent)
+            assert stored.path.exists() is settled_elsewhere
+        assert rows(settings, "SELECT * FROM pending_intents") == []
+        assert len(rows(settings, "SELECT * FROM memory_attachments")) == 1
+    finally:
+        await db.close()

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import jsonio
+from gateway import jsonio, recovery
 from gateway.attachment_index import EMPTY
 from gateway.attachments import AttachmentItem, attachment_items, decode_inline
 from gateway.context import Services, request_id, services, user_id
@@ -170,9 +170,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
 
 
 async def _undo(svc: Services, intent: Intent) -> None:
-    for folder in intent.folders:
-        await svc.files.remove_folder(Path(folder))
-    await attachments.abandon_intent(svc.db, intent)
+    await recovery.abandon(svc.db, svc.files, intent)
 
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None

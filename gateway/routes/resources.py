@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -12,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from gateway import recovery
 from gateway.attachments import OCTET_STREAM, guess_type
 from gateway.context import Services, services, user_id
 from gateway.errors import NotFound, ValidationFailed
@@ -147,6 +147,10 @@ async def upload(request: Request) -> Response:
     try:
         await svc.files.rename(received.stored, name_on_disk)
         await attachments.begin_intent(db, intent, (app_id, project_id, session_id))
+    except BaseException:
+        await svc.files.remove_folder(folder)  # no intent recorded: nobody else knows the file
+        raise
+    try:
         failure = await _ingest(svc, resource)
     except BaseException:
         await _undo(svc, intent)
@@ -175,9 +179,7 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
 
 
 async def _undo(svc: Services, intent: Intent) -> None:
-    for folder in intent.folders:
-        await svc.files.remove_folder(Path(folder))
-    await attachments.abandon_intent(svc.db, intent)
+    await recovery.abandon(svc.db, svc.files, intent)
 
 
 @api(summary="List your resources, newest first", query=ResourceListQuery, response=ResourcePage,

@@ -129,14 +129,16 @@ async def commit_intent(db: Database, intent: Intent) -> None:
         await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
 
 
-async def abandon_intent(db: Database, intent: Intent) -> None:
-    """The upstream failed: forget the intent (its files are removed by the caller).
+async def abandon_intent(db: Database, intent: Intent) -> bool:
+    """The upstream failed: forget the intent; True when it was still pending.
 
-    A session claim made by the request stays: the session remains reserved to the user who
-    tried first, which keeps two users from racing into one engine buffer.
+    False means another process settled it meanwhile (its start-up recovery committed the
+    mappings), so the caller must keep the files. A session claim made by the request stays:
+    the session remains reserved to the user who tried first, which keeps two users from racing
+    into one engine buffer.
     """
     async with db.write() as tx:
-        await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
+        return await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,)) > 0
 
 
 async def leftover_intents(db: Database) -> list[Intent]:

@@ -362,8 +362,6 @@ def test_search_keeps_integers_beyond_64_bits_in_raw(live: Live, mapped_session:
     assert response.json()["results"][0]["raw"]["count"] == big
 
 
-@pytest.mark.xfail(strict=True, reason="memories.search: a search answer nested deeper than the "
-                   "JSON decoder goes raises RecursionError (500) instead of 502")
 def test_a_search_answer_nested_too_deep_is_a_bad_upstream_answer(live: Live) -> None:
     deep = b"[" * 5000 + b'"photo.png"' + b"]" * 5000
     live.search_answer = (b'{"data": {"episodes": [{"session_id": "walker", "extra": '
