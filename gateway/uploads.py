@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive, Scope
 
@@ -134,11 +135,14 @@ async def receive_upload(
     parser = MultipartParser(boundary_of(scope), callbacks=callbacks)  # type: ignore[arg-type]
 
     async def file_chunks() -> AsyncIterator[bytes]:
-        async for chunk in stream_body(receive):
-            parser.write(chunk)
-            while collector.file_data:
-                yield collector.file_data.popleft()
-        parser.finalize()
+        try:
+            async for chunk in stream_body(receive):
+                parser.write(chunk)
+                while collector.file_data:
+                    yield collector.file_data.popleft()
+            parser.finalize()
+        except FormParserError as exc:
+            raise ValidationFailed(f"malformed multipart body: {exc}", field="body") from None
         while collector.file_data:
             yield collector.file_data.popleft()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
 import pytest
 import respx
+from hypothesis import settings as hypothesis_settings
 
 from gateway.app import Gateway, create_app
 from gateway.auth import generate_key, hash_secret
@@ -16,6 +18,12 @@ from gateway.store import keys
 from gateway.store.database import connect_sync, migrate
 
 ENGINE = "http://engine.test"
+
+# CI runs the property tests on a fixed example sequence (no timing deadlines on a shared,
+# noisy machine); local runs stay random to keep finding new cases.
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture

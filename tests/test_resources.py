@@ -246,3 +246,17 @@ async def test_another_users_session_name_cannot_be_used_for_uploads(
     body = (await upload(alice, app_id="app1", project_id="p1")).json()
     assert sent_json(routes["add"])["app_id"] == "app1"
     assert body["session_id"].startswith("resource:alice:")
+
+
+async def test_malformed_multipart_is_422_and_leaves_nothing(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
+) -> None:
+    routes = engine_ok(engine)
+    body = (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.png\"\r\n"
+            b"X-\xff\xfe: broken\r\n\r\nabc\r\n--B--\r\n")
+    response = await alice.post("/resources", content=body,
+                                headers={"Content-Type": "multipart/form-data; boundary=B"})
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "body"
+    assert files_under(settings.storage.root) == []
+    assert not routes["add"].called

@@ -17,6 +17,7 @@ from gateway.routes import (
     health,
     memories,
     operations,
+    resolve,
     resources,
 )
 
@@ -38,6 +39,6 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
     flavor = flavor_for(settings or Settings())
     return [
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
-        *assets.routes, *chats.routes, *agents.routes, *conversations.routes,
+        *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes,
     ]
