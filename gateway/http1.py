@@ -199,6 +199,13 @@ class Http1Response:
             conn.close()
 
 
+def _parse_origin(origin: str) -> tuple[tuple[str, str, int], str]:
+    parts = urlsplit(origin)
+    scheme = parts.scheme
+    port = parts.port or (443 if scheme == "https" else 80)
+    return (scheme, parts.hostname or "", port), parts.netloc.rpartition("@")[2]
+
+
 class Http1Pool:
     def __init__(
         self,
@@ -213,6 +220,8 @@ class Http1Pool:
         self.keepalive_expiry = keepalive_expiry
         self._ssl = ssl_context
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        # "http://host:port" -> ((scheme, host, port), Host header); parsed once per origin.
+        self._origins: dict[str, tuple[tuple[str, str, int], str]] = {}
 
     def put_back(self, conn: _Connection) -> None:
         conn.parser = httptools.HttpResponseParser(conn)
@@ -257,14 +266,18 @@ class Http1Pool:
         headers: Sequence[tuple[str, str]],
         body: bytes | AsyncIterable[bytes] | None,
     ) -> Http1Response:
-        parts = urlsplit(url)
-        scheme = parts.scheme
-        host = parts.hostname or ""
-        port = parts.port or (443 if scheme == "https" else 80)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        host_header = parts.netloc.rpartition("@")[2]
+        authority = url.find("//") + 2
+        origin_end = url.find("/", authority)
+        if origin_end < 0:  # no path: "http://host" or "http://host?query"
+            query_at = url.find("?", authority)
+            origin_end = len(url) if query_at < 0 else query_at
+        origin, target = url[:origin_end], url[origin_end:] or "/"
+        if target.startswith("?"):
+            target = "/" + target
+        key_and_host = self._origins.get(origin)
+        if key_and_host is None:
+            key_and_host = self._origins[origin] = _parse_origin(origin)
+        key, host_header = key_and_host
         lines = [f"{method} {target} HTTP/1.1\r\nHost: {host_header}\r\n"]
         declared_length: str | None = None
         for name, value in headers:
@@ -285,7 +298,7 @@ class Http1Pool:
                 lines.append("Transfer-Encoding: chunked\r\n")
         lines.append("\r\n")
         head = "".join(lines).encode("latin-1")
-        conn, _ = await self._connection((scheme, host, port))
+        conn, _ = await self._connection(key)
         assert conn.transport is not None
         try:
             if isinstance(body, bytes) or body is None:

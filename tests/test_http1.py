@@ -205,3 +205,25 @@ async def _head_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     await read_request(reader)
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n")
     await writer.drain()
+
+
+async def test_request_target_and_host_come_from_the_url() -> None:
+    async def echo_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head, _ = await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            line = head.split(b"\r\n")[0] + b"|" + head.split(b"\r\n")[1]
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(line), line))
+            await writer.drain()
+
+    async with Server(echo_head) as url:
+        client = pool()
+        host = url.removeprefix("http://")
+        for suffix, expected in (("", b"GET / HTTP/1.1"), ("?q=1", b"GET /?q=1 HTTP/1.1"),
+                                 ("/a/b?c=%20d", b"GET /a/b?c=%20d HTTP/1.1")):
+            response = await client.request("GET", url + suffix, [], None)
+            assert await response.read() == expected + b"|Host: " + host.encode()
+            response.release()
+        client.close()
