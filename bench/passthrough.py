@@ -3,7 +3,7 @@
 Small JSON POST, 16 connections, direct and gateway runs alternated in pairs in one run; prints
 each pair and the median ratio. Target: ≥ 0.25 on the 2-core machine.
 
-    .venv/bin/python bench/passthrough.py [--rounds 5] [--seconds 5] [--client native|aiohttp|httpx]
+    .venv/bin/python bench/passthrough.py [--rounds 5] [--seconds 5] [--client native|httpx]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--client", default="native", choices=["native", "aiohttp", "httpx"])
+    parser.add_argument("--client", default="native", choices=["native", "httpx"])
     args = parser.parse_args()
     ratios = []
     json_type = {"Content-Type": "application/json"}

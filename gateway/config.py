@@ -50,7 +50,7 @@ class UpstreamSettings:
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
     flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path; empty = none")
-    client: str = _setting("native", "upstream HTTP client: native (fastest), aiohttp or httpx")
+    client: str = _setting("native", "upstream HTTP client: native (fastest) or httpx")
     keepalive_expiry_s: float = _setting(
         4.0, "idle upstream connections older than this are not reused"
     )
@@ -282,9 +282,9 @@ def _validate(settings: Settings) -> None:
                           f"{settings.server.log_format!r}")
     if not 0 < settings.server.port < 65536:
         raise ConfigError(f"server.port: out of range: {settings.server.port}")
-    if settings.upstream.client not in ("native", "aiohttp", "httpx"):
+    if settings.upstream.client not in ("native", "httpx"):
         client = settings.upstream.client
-        raise ConfigError(f"upstream.client: expected native, aiohttp or httpx, got {client!r}")
+        raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
 

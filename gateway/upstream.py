@@ -1,9 +1,9 @@
 """The upstream client: one pooled HTTP client per app, transport failures mapped to our errors.
 
-Three implementations behind one small interface. `Http1Upstream` (gateway/http1.py) is the
-production default, chosen by measurement (docs/decisions.md); `AiohttpUpstream` is the
-general-purpose alternative; `HttpxUpstream` runs over any httpx transport, which is how tests
-inject respx / `httpx.MockTransport`. Both pass bodies through as raw bytes
+Two implementations behind one small interface. `Http1Upstream` (gateway/http1.py) is the
+production default, chosen by measurement (docs/decisions.md); `HttpxUpstream` runs over any
+httpx transport, which is how tests inject respx / `httpx.MockTransport`, and is the
+general-purpose alternative (`upstream.client = "httpx"`). Both pass bodies through as raw bytes
 (no decompression) and translate transport exceptions in one place each, most specific first.
 Writes are never retried; idempotent requests without a body are retried once on a connection
 failure that happened before any response.
@@ -18,9 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-import aiohttp
 import httpx
-from multidict import CIMultiDict
 
 from gateway.config import UpstreamSettings
 from gateway.errors import (
@@ -161,87 +159,6 @@ class _SlotReleasing(UpstreamResponse):
                 self._slots = None
 
 
-# --- aiohttp -------------------------------------------------------------------------------
-
-
-def _aiohttp_error(exc: BaseException) -> GatewayError:
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return UpstreamTimeout(f"upstream timed out: {type(exc).__name__}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamUnavailable(f"cannot connect to upstream: {exc.os_error}")
-    return UpstreamUnavailable(f"upstream connection failed: {type(exc).__name__}")
-
-
-_AIOHTTP_FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
-
-
-class _AiohttpResponse(UpstreamResponse):
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-        self.status = response.status
-        self.headers = list(response.raw_headers)
-
-    async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except _AIOHTTP_FAILURES as exc:
-            raise _aiohttp_error(exc) from exc
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_chunked(CHUNK_SIZE):
-                yield chunk
-        except _AIOHTTP_FAILURES as exc:
-            raise _aiohttp_error(exc) from exc
-
-    async def release(self) -> None:
-        self._response.release()
-
-
-class AiohttpUpstream(UpstreamClient):
-    def __init__(self, settings: UpstreamSettings) -> None:
-        super().__init__(settings)
-        self._session: aiohttp.ClientSession | None = None
-
-    def _open(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self.settings.max_connections, ttl_dns_cache=300
-                ),
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    sock_connect=self.settings.connect_timeout_s,
-                    sock_read=self.settings.timeout_s,
-                ),
-                auto_decompress=False,
-                # Send only the headers the client sent: no added Accept-Encoding etc.
-                skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept", "Content-Type"),
-                cookie_jar=aiohttp.DummyCookieJar(),
-            )
-        return self._session
-
-    async def _send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
-        session = self._open()
-        try:
-            response = await session.request(
-                method,
-                url,
-                headers=CIMultiDict(headers),
-                data=body,
-                allow_redirects=False,
-                auto_decompress=False,
-            )
-        except _AIOHTTP_FAILURES as exc:
-            raise _aiohttp_error(exc) from exc
-        return _AiohttpResponse(response)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
 # --- the built-in HTTP/1.1 client (default) ------------------------------------------------
 
 
@@ -357,6 +274,4 @@ def create_upstream(
 ) -> UpstreamClient:
     if transport is not None or settings.client == "httpx":
         return HttpxUpstream(settings, transport)
-    if settings.client == "aiohttp":
-        return AiohttpUpstream(settings)
     return Http1Upstream(settings)
