@@ -10,12 +10,12 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
 import httpx
-from starlette.routing import BaseRoute, Match, Router
+from starlette.routing import BaseRoute, Match
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway import recovery
@@ -41,9 +41,6 @@ log = logging.getLogger("gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
 ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
 _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
-
-Hook = Callable[[Services], Awaitable[None]]
-
 
 class Gateway:
     def __init__(
@@ -72,12 +69,8 @@ class Gateway:
         )
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
-        self.router = Router(routes=self.routes)
         # Fast pre-check: only paths starting like an owned route go through route matching.
         self._owned_starts = owned_path_starts(self.routes)
-        self.startup_hooks: list[Hook] = []
-        self.shutdown_hooks: list[Hook] = []
-        self._started = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -85,9 +78,6 @@ class Gateway:
         os.makedirs(self.settings.storage.root, exist_ok=True)
         await self.services.db.open()
         await self._settle_attachments()
-        for hook in self.startup_hooks:
-            await hook(self.services)
-        self._started = True
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
@@ -104,13 +94,10 @@ class Gateway:
 
     async def shutdown(self) -> None:
         await self.services.drain()
-        for hook in self.shutdown_hooks:
-            await hook(self.services)
         if self.services.llm is not None:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
         await self.services.db.close()
-        self._started = False
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
