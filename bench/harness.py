@@ -1,8 +1,9 @@
 """Shared benchmark plumbing: free ports, processes, a gateway with a key, and load generation.
 
-Load comes from `wrk` when it is installed (it costs the least CPU on a 2-core machine), else
-from a small asyncio keep-alive client written here. Both send the same request repeatedly over
-a fixed number of connections and report requests/s.
+The gateway runs at `BENCH_LOG_LEVEL` (default `info`, the shipped default: one JSON access
+line per request, written to /dev/null). Load comes from `wrk` when it is installed (it costs
+the least CPU on a 2-core machine), else from a small asyncio keep-alive client written here.
+Both send the same request repeatedly over a fixed number of connections and report requests/s.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 @contextmanager
 def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
     proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.DEVNULL)  # logs are written, not read
     try:
         yield proc
     finally:
@@ -78,7 +79,7 @@ def gateway_process(
             "MEMORY_GATEWAY_STORAGE_ROOT": f"{tmp}/storage",
             "MEMORY_GATEWAY_STORAGE_DATABASE": f"{tmp}/gw.db",
             "MEMORY_GATEWAY_SERVER_PORT": str(port),
-            "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
+            "MEMORY_GATEWAY_SERVER_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "info"),
             **(extra_env or {}),
         }
         created = subprocess.run(

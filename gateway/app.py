@@ -28,7 +28,7 @@ from gateway.files import FileStore
 from gateway.flavors import flavor_for
 from gateway.http import ClientDisconnected, header, send_error
 from gateway.llm import LlmClient
-from gateway.logs import ACCESS_LOGGER
+from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.ownership import OwnershipRules
 from gateway.proxy import Proxy
@@ -38,7 +38,7 @@ from gateway.store import attachments as attachment_store
 from gateway.upstream import UPSTREAM_STATUS, create_upstream
 
 log = logging.getLogger("gateway")
-access_log = logging.getLogger(ACCESS_LOGGER)
+access_log = AccessLog()
 ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
 _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 
@@ -180,10 +180,10 @@ class Gateway:
         route = scope.get(ROUTE_KEY, UNMATCHED_ROUTE)
         if self._metrics is not None:
             self._metrics.request(route, scope["method"], status, seconds)
-        if access_log.isEnabledFor(logging.INFO):
-            access_log.info(
-                "%s %s %d", scope["method"], scope["path"], status,
-                extra={
+        if access_log.enabled():
+            access_log.write(
+                f"{scope['method']} {scope['path']} {status}",
+                {
                     "request_id": scope["request_id"],
                     "user_id": scope.get("user_id"),
                     "method": scope["method"],
