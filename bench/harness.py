@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -160,3 +160,16 @@ async def _python_load(
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def paired_ratios(
+    rounds: int, base: Callable[[], float], measured: Callable[[], float], labels: tuple[str, str]
+) -> float:
+    """Alternate `base` and `measured` runs `rounds` times; print each pair; the median ratio."""
+    ratios = []
+    for round_no in range(1, rounds + 1):
+        first, second = base(), measured()
+        ratios.append(second / first)
+        print(f"round {round_no}: {labels[0]} {first:8.0f} req/s  {labels[1]} {second:8.0f} "
+              f"req/s  ratio {second / first:.3f}")
+    return median(ratios)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import fast_upstream, gateway, load, median  # noqa: E402
+from harness import fast_upstream, gateway, load, paired_ratios  # noqa: E402
 
 BODY = b'{"query": "what did I upload", "user_id": "bench", "top_k": 5}'
 PATH = "/api/v2/memory/get"
@@ -28,7 +28,6 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--client", default="native", choices=["native", "httpx"])
     args = parser.parse_args()
-    ratios = []
     json_type = {"Content-Type": "application/json"}
     with fast_upstream() as upstream, gateway(
         upstream, {"MEMORY_GATEWAY_UPSTREAM_CLIENT": args.client}
@@ -36,13 +35,12 @@ def main() -> int:
         auth = {**json_type, "Authorization": f"Bearer {key}"}
         load(gateway_url + PATH, BODY, auth, args.connections, 1.0)  # warm-up
         load(upstream + PATH, BODY, json_type, args.connections, 1.0)
-        for round_no in range(1, args.rounds + 1):
-            direct = load(upstream + PATH, BODY, json_type, args.connections, args.seconds)
-            through = load(gateway_url + PATH, BODY, auth, args.connections, args.seconds)
-            ratios.append(through / direct)
-            print(f"round {round_no}: direct {direct:8.0f} req/s  gateway {through:8.0f} req/s  "
-                  f"ratio {through / direct:.3f}")
-    result = median(ratios)
+        result = paired_ratios(
+            args.rounds,
+            lambda: load(upstream + PATH, BODY, json_type, args.connections, args.seconds),
+            lambda: load(gateway_url + PATH, BODY, auth, args.connections, args.seconds),
+            ("direct", "gateway"),
+        )
     verdict = "meets" if result >= TARGET else "MISSES"
     print(f"client={args.client} connections={args.connections} median ratio {result:.3f} "
           f"({verdict} the {TARGET} target)")

@@ -20,7 +20,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import fast_upstream, gateway, load, median  # noqa: E402
+from harness import fast_upstream, gateway, load, paired_ratios  # noqa: E402
 
 SESSIONS = 10
 ATTACHMENTS = 200
@@ -81,15 +81,13 @@ def main() -> int:
         with fast_upstream(page_file) as upstream, gateway(upstream) as (url, key):
             seed(url, key)
             auth = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
-            ratios = []
-            for round_no in range(1, args.rounds + 1):
-                through = load(url + "/bench/page", body, auth, args.connections, args.seconds)
-                search = load(url + "/memories/search", body, auth, args.connections,
-                              args.seconds)
-                ratios.append(search / through)
-                print(f"round {round_no}: pass-through {through:7.0f} req/s  search "
-                      f"{search:7.0f} req/s  ratio {search / through:.3f}")
-    result = median(ratios)
+            result = paired_ratios(
+                args.rounds,
+                lambda: load(url + "/bench/page", body, auth, args.connections, args.seconds),
+                lambda: load(url + "/memories/search", body, auth, args.connections,
+                             args.seconds),
+                ("pass-through", "search"),
+            )
     verdict = "meets" if result >= TARGET else "MISSES"
     print(f"median ratio {result:.3f}: search costs {1 / result:.2f}x the pass-through "
           f"({verdict} the ≤ 2x target)")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
@@ -78,11 +76,6 @@ async def send_bytes(
     out = [(b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": body})
-
-
-async def send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload, ensure_ascii=False).encode()
-    await send_bytes(send, status, body, [(b"content-type", JSON_TYPE)])
 
 
 async def send_error(send: Send, exc: GatewayError, request_id: str) -> None:

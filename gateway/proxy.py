@@ -75,9 +75,10 @@ def upstream_headers(
     return out
 
 
-def response_headers(response: UpstreamResponse) -> list[tuple[bytes, bytes]]:
-    dropped = HOP_BY_HOP | _connection_named(response.headers)
-    return [(k.lower(), v) for k, v in response.headers if k.lower() not in dropped]
+def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """An upstream answer's headers minus hop-by-hop ones (and those Connection names)."""
+    dropped = HOP_BY_HOP | _connection_named(headers)
+    return [(k.lower(), v) for k, v in headers if k.lower() not in dropped]
 
 
 def target_url(settings: Settings, scope: Scope, path: str | None = None) -> str:
@@ -93,7 +94,7 @@ async def relay_response(
     response: UpstreamResponse, scope: Scope, send: Send, buffer_limit: int
 ) -> None:
     """Send an upstream response to the client unchanged: buffered when small, else streamed."""
-    headers = response_headers(response)
+    headers = response_headers(response.headers)
     length = response.content_length
     no_body = scope["method"] == "HEAD" or response.status in (204, 304)
     if no_body or (length is not None and length <= buffer_limit):

@@ -10,7 +10,6 @@ break the rules get 422, as the Cloud would answer. It keeps messages in memory 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from tests.processes import ROOT, free_port, wait_until_serving
+from tests.processes import free_port, running
 
 ROLES = ("user", "assistant", "tool")
 ITEM_TYPES = ("text", "audio", "image", "doc", "pdf", "html", "email")
@@ -132,22 +131,9 @@ APPS = {"everos-cloud": everos_cloud_app}
 def fake_engine(kind: str) -> Iterator[str]:
     """Run `python -m tests.fake_engines KIND PORT` until the block ends; yields its URL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tests.fake_engines", kind, str(port)],
-                            cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(url + "/health", proc)
+    with running([kind, str(port)], dict(os.environ), url + "/health", module="tests.fake_engines"):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
 
 
 if __name__ == "__main__":

@@ -42,10 +42,10 @@ def wait_until_serving(url: str, proc: subprocess.Popen[bytes], timeout: float =
 
 @contextmanager
 def running(args: list[str], env: dict[str, str], probe: str,
-            log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `python -m gateway ARGS` until the block ends; its stderr goes to `log` when given."""
+            log: Path | None = None, module: str = "gateway") -> Iterator[subprocess.Popen[bytes]]:
+    """Run `python -m MODULE ARGS` until the block ends; its stderr goes to `log` when given."""
     with open(log, "ab") if log is not None else nullcontext() as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env, cwd=ROOT,
                                 stdout=subprocess.DEVNULL,
                                 stderr=log_file if log_file is not None else subprocess.PIPE)
     try:

@@ -217,3 +217,15 @@ async def test_non_object_body_is_422(alice: httpx.AsyncClient, engine: respx.Mo
                                     headers={"Content-Type": "application/json"})
         assert response.status_code == 422
     assert not routes["add"].called
+
+
+async def test_intercepted_answer_drops_hop_by_hop_headers_like_the_proxy(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    engine.post("/api/v2/memory/add").mock(return_value=httpx.Response(
+        200, json={"ok": 1},
+        headers={"Connection": "close, X-Hop", "X-Hop": "1", "Keep-Alive": "5", "X-Kept": "y"}))
+    response = await alice.post("/memories/add", json=add_body())
+    assert response.status_code == 200 and response.json() == {"ok": 1}
+    assert "x-hop" not in response.headers and "keep-alive" not in response.headers
+    assert response.headers["x-kept"] == "y"

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from gateway.context import services
 from gateway.errors import ValidationFailed
 from gateway.http import read_body
+from gateway.proxy import response_headers
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -93,14 +94,8 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Response:
     """An upstream answer passed back unchanged (hop-by-hop headers dropped, length recomputed)."""
-    from gateway.proxy import HOP_BY_HOP
-
     response = Response(body, status_code=status)
-    kept = [
-        (k.lower(), v)
-        for k, v in headers
-        if k.lower() not in HOP_BY_HOP and k.lower() != b"content-length"
-    ]
+    kept = [(k, v) for k, v in response_headers(headers) if k != b"content-length"]
     response.raw_headers = [(b"content-length", str(len(body)).encode()), *kept]
     return response
 

@@ -104,6 +104,7 @@ def _form_metadata(fields: dict[str, str]) -> dict[str, Any]:
      also=(200,), errors=(502, 503, 504), content_type="multipart/form-data", tag="resources")
 async def upload(request: Request) -> Response:
     svc = services(request)
+    db = svc.db
     caller = user_id(request)
     resource_id = new_id("res")
     folder = svc.files.folder(caller, "resources", resource_id)
@@ -115,7 +116,7 @@ async def upload(request: Request) -> Response:
         display = last_segment(fields.get("name") or received.filename or "").strip() or "file"
         metadata = _form_metadata(fields)
         app_id, project_id = _form_scope(fields, "app_id"), _form_scope(fields, "project_id")
-        duplicate = await resources.find_same(db := svc.db, caller, received.stored.sha256, display)
+        duplicate = await resources.find_same(db, caller, received.stored.sha256, display)
     except BaseException:
         await svc.files.remove_folder(folder)
         raise

@@ -176,12 +176,8 @@ async def update(
         await agents.require(tx, user_id, agent_id)
         await _require(tx, user_id, agent_id, memory_id)
         changes["updated_at_ms"] = now_ms()
-        assignments = ", ".join(f"{column} = ?" for column in changes)
-        await tx.execute(
-            f"UPDATE agent_memories SET {assignments}"
-            " WHERE id = ? AND user_id = ? AND agent_id = ?",
-            (*changes.values(), memory_id, user_id, agent_id),
-        )
+        await tx.update("agent_memories", changes, "id = ? AND user_id = ? AND agent_id = ?",
+                        (memory_id, user_id, agent_id))
         return await _require(tx, user_id, agent_id, memory_id)
 
 

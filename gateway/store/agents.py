@@ -108,11 +108,7 @@ async def update(
     async with db.write() as tx:
         await require(tx, user_id, agent_id)
         changes["updated_at_ms"] = now_ms()
-        assignments = ", ".join(f"{column} = ?" for column in changes)
-        await tx.execute(
-            f"UPDATE agents SET {assignments} WHERE id = ? AND {_LIVE}",
-            (*changes.values(), agent_id, user_id),
-        )
+        await tx.update("agents", changes, f"id = ? AND {_LIVE}", (agent_id, user_id))
         return await require(tx, user_id, agent_id)
 
 
@@ -120,9 +116,8 @@ async def delete(db: Database, user_id: str, agent_id: str) -> None:
     """Soft delete: the agent and its conversations vanish from lists and reads."""
     now = now_ms()
     async with db.write() as tx:
-        changed = await tx.execute(
-            f"UPDATE agents SET deleted_at_ms = ? WHERE id = ? AND {_LIVE}",
-            (now, agent_id, user_id),
+        changed = await tx.update(
+            "agents", {"deleted_at_ms": now}, f"id = ? AND {_LIVE}", (agent_id, user_id)
         )
         if changed != 1:
             raise NotFound("no such agent")

@@ -244,31 +244,6 @@ async def get(db: Database | Transaction, user_id: str, asset_id: str) -> MediaA
     return None if row is None else _asset(row)
 
 
-async def get_many(
-    db: Database | Transaction, user_id: str, asset_ids: Iterable[str]
-) -> list[MediaAsset]:
-    """The user's assets among `asset_ids`, in registration order; unknown ids are skipped."""
-    wanted = _unique(asset_ids)
-    if not wanted:
-        return []
-    rows = await db.read(
-        f"SELECT * FROM media_assets WHERE user_id = ? AND id IN ({_placeholders(len(wanted))})"
-        " ORDER BY created_at_ms, rowid",
-        (user_id, *wanted),
-    )
-    return [_asset(row) for row in rows]
-
-
-async def in_chat(db: Database | Transaction, user_id: str, chat_id: str) -> list[MediaAsset]:
-    """The user's assets registered in a chat, in registration order."""
-    rows = await db.read(
-        "SELECT * FROM media_assets WHERE user_id = ? AND chat_id = ?"
-        " ORDER BY created_at_ms, rowid",
-        (user_id, chat_id),
-    )
-    return [_asset(row) for row in rows]
-
-
 async def ancestors(
     db: Database | Transaction, user_id: str, asset_ids: Iterable[str]
 ) -> list[MediaAsset]:

@@ -115,13 +115,6 @@ async def begin_intent(db: Database, intent: Intent, session: tuple[str, str, st
         )
 
 
-async def update_intent(db: Database, intent: Intent) -> None:
-    async with db.write() as tx:
-        await tx.execute(
-            "UPDATE pending_intents SET payload = ? WHERE id = ?", (intent.payload(), intent.id)
-        )
-
-
 async def commit_intent(db: Database, intent: Intent) -> None:
     """The upstream succeeded: write the resource row and mappings, forget the intent."""
     async with db.write() as tx:
@@ -208,14 +201,6 @@ async def live_mappings(
     for row in rows:
         grouped.setdefault(row["session_id"], []).append(row)
     return grouped
-
-
-async def mappings_for(db: Database, user_id: str, session_id: str) -> list[sqlite3.Row]:
-    return await db.read(
-        "SELECT * FROM memory_attachments WHERE user_id = ? AND session_id = ? "
-        "AND deleted_at IS NULL ORDER BY created_at, id",
-        (user_id, session_id),
-    )
 
 
 # --- backfill ---------------------------------------------------------------------------------

@@ -130,9 +130,9 @@ async def list_for_agent(
 
 async def delete(db: Database, user_id: str, conversation_id: str) -> None:
     async with db.write() as tx:
-        changed = await tx.execute(
-            f"UPDATE conversations SET deleted_at_ms = ? WHERE id = ? AND {_LIVE}",
-            (now_ms(), conversation_id, user_id),
+        changed = await tx.update(
+            "conversations", {"deleted_at_ms": now_ms()}, f"id = ? AND {_LIVE}",
+            (conversation_id, user_id),
         )
     if changed != 1:
         raise NotFound("no such conversation")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -118,6 +118,18 @@ class Transaction:
         """Run one statement; returns the number of rows changed."""
         async with self._conn.execute(sql, params) as cursor:
             return cursor.rowcount
+
+    async def update(
+        self, table: str, changes: Mapping[str, Any], where: str, params: Sequence[Any]
+    ) -> int:
+        """`UPDATE table SET <changes> WHERE <where>`; returns the rows changed.
+
+        `table`, the column names and `where` are the store's own literals, never client input.
+        """
+        assignments = ", ".join(f"{column} = ?" for column in changes)
+        return await self.execute(
+            f"UPDATE {table} SET {assignments} WHERE {where}", (*changes.values(), *params)
+        )
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         await self._conn.executemany(sql, rows)

@@ -252,11 +252,7 @@ async def _observe_existing(
         changes["pinned"] = int(observation.pinned)
     if observation.expires_at_ms is not None:
         changes["expires_at_ms"] = observation.expires_at_ms
-    assignments = ", ".join(f"{column} = ?" for column in changes)
-    await tx.execute(
-        f"UPDATE memory_facts SET {assignments} WHERE id = ? AND user_id = ?",
-        (*changes.values(), row["id"], row["user_id"]),
-    )
+    await tx.update("memory_facts", changes, "id = ? AND user_id = ?", (row["id"], row["user_id"]))
     return True
 
 
@@ -329,19 +325,14 @@ async def update(
         changes["expires_at_ms"] = expires_at_ms
     async with db.write() as tx:
         await get(tx, user_id, fact_id)
-        assignments = ", ".join(f"{column} = ?" for column in changes)
-        await tx.execute(
-            f"UPDATE memory_facts SET {assignments} WHERE id = ? AND {_LIVE}",
-            (*changes.values(), fact_id, user_id),
-        )
+        await tx.update("memory_facts", changes, f"id = ? AND {_LIVE}", (fact_id, user_id))
         return await get(tx, user_id, fact_id)
 
 
 async def delete(db: Database, user_id: str, fact_id: str) -> None:
     async with db.write() as tx:
-        changed = await tx.execute(
-            f"UPDATE memory_facts SET deleted_at_ms = ? WHERE id = ? AND {_LIVE}",
-            (now_ms(), fact_id, user_id),
+        changed = await tx.update(
+            "memory_facts", {"deleted_at_ms": now_ms()}, f"id = ? AND {_LIVE}", (fact_id, user_id)
         )
     if changed != 1:
         raise NotFound("no such memory fact")

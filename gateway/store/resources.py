@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.ids import now_ms
+from gateway.store.attachments import RESOURCE_SOURCE, insert_mappings, new_mapping
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database
 
@@ -102,8 +103,6 @@ async def mark_deleted(db: Database, user_id: str, resource_id: str) -> bool:
 
 async def ensure_mapping(db: Database, resource: Resource) -> None:
     """Repair a resource's mapping (duplicate uploads make sure it exists)."""
-    from gateway.store.attachments import RESOURCE_SOURCE, insert_mappings, new_mapping
-
     mapping = new_mapping(
         user_id=resource.user_id, app_id=resource.app_id, project_id=resource.project_id,
         session_id=resource.session_id, name=resource.name,

@@ -167,16 +167,3 @@ async def latest_result(
         (user_id, chat_id, min_assets),
     )
     return None if row is None else _result(row)
-
-
-async def result_asset_ids(db: Database | Transaction, user_id: str, chat_id: str) -> list[str]:
-    """Every asset id any turn result of the chat named, oldest first."""
-    rows = await db.read(
-        "SELECT asset_ids FROM chat_turn_results WHERE user_id = ? AND chat_id = ?"
-        " ORDER BY created_at_ms, rowid",
-        (user_id, chat_id),
-    )
-    ids: list[str] = []
-    for row in rows:
-        ids.extend(json.loads(row["asset_ids"]))
-    return list(dict.fromkeys(ids))
