@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway import jsonio, page_scan
 from gateway.attachments import result_type
 from gateway.matching import FilenameMatcher, searchable_text
 from gateway.store import attachments as store
@@ -26,6 +27,7 @@ class SessionMatcher:
     version: int
     matcher: FilenameMatcher
     by_name: dict[str, list[dict[str, str]]]  # lower-cased name -> attachments with that name
+    native: Any = None  # the same, for the C page scanner (gateway/page_scan.py)
 
     def attachments_in(self, raw: Any) -> list[dict[str, str]]:
         if not self.matcher:
@@ -47,7 +49,22 @@ def _build(version: int, rows: Sequence[Any]) -> SessionMatcher:
             {"type": result_type(row["content_type"]), "name": row["name"],
              "internal_uri": row["internal_uri"]}
         )
-    return SessionMatcher(version, FilenameMatcher(by_name), by_name)
+    return SessionMatcher(version, FilenameMatcher(by_name), by_name, _native(by_name))
+
+
+def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
+    """The C matcher: names in sorted order (the order attachments are listed in), each with
+    its attachments' JSON and a number per internal URI (duplicates are listed once)."""
+    if not page_scan.AVAILABLE:
+        return None
+    names = sorted(by_name)
+    uri_numbers: dict[str, int] = {}
+    entries = [
+        [(uri_numbers.setdefault(a["internal_uri"], len(uri_numbers)), jsonio.dumps(a))
+         for a in by_name[name]]
+        for name in names
+    ]
+    return page_scan.matcher(names, entries)
 
 
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})

@@ -34,6 +34,9 @@ class ServerSettings:
     port: int = _setting(8080, "port to listen on")
     log_level: str = _setting("info", "log level: debug, info, warning, error")
     log_format: str = _setting("json", "log lines: json (one object per line) or text")
+    native_search: bool = _setting(
+        True, "answer searches with the C page scanner when it was built; false = Python only"
+    )
 
 
 @dataclass(frozen=True)

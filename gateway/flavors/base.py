@@ -111,6 +111,8 @@ class Dialect(ABC):
     name: str = ""
     names_files = False  # the engine keeps files as generated text: add a line naming each
     session_keys: tuple[str, ...] = ("session_id",)  # body and result keys naming a session
+    # Search answers read by gateway.search.find_items, so the C page scanner may answer them.
+    page_scan = False
 
     # --- engine-native bodies ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from gateway.search import FoundItem, find_items
 
 class EverosV2(Dialect):
     name = "everos-v2"
+    page_scan = True
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:

@@ -21,8 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import jsonio, recovery
-from gateway.attachment_index import EMPTY
+from gateway import jsonio, page_scan, recovery
 from gateway.attachments import AttachmentItem, attachment_items, decode_inline
 from gateway.context import Services, request_id, services, user_id
 from gateway.errors import UpstreamBadResponse, ValidationFailed
@@ -32,7 +31,7 @@ from gateway.flavors.base import AddScope, everos_scope
 from gateway.ids import new_id
 from gateway.proxy import upstream_headers
 from gateway.routes.common import api, body_bytes, parse_json, relayed
-from gateway.search import FoundItem, drop, result
+from gateway.search_answers import python_answer, scanned_answer, session_ids
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 
@@ -187,45 +186,24 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
     )
     if not 200 <= status < 300:
         return relayed(status, headers, body)
-    try:
-        answer = jsonio.loads(body)
-    except ValueError:
-        raise UpstreamBadResponse(
-            f"upstream search answer is not JSON (status {status}, {len(body)} bytes)"
-        ) from None
-    items = dialect.find_items(answer)
-    kept, found = await _attach(svc, caller, payload, items)
-    if not native:
-        results = [result(item, index, found[id(item)]) for index, item in enumerate(kept)]
-        out = jsonio.dumps({"results": results, "total": len(results)})
-        return Response(out, status_code=status, media_type="application/json")
-    for item in kept:
-        if isinstance(item.raw, dict):
-            item.raw["attachments"] = found[id(item)]
-    return Response(jsonio.dumps(answer), status_code=status, media_type="application/json")
-
-
-async def _attach(
-    svc: Services, caller: str, payload: Mapping[str, Any], items: list[FoundItem]
-) -> tuple[list[FoundItem], dict[int, list[dict[str, str]]]]:
-    """Drop other users' sessions (in place), and find each kept item's attachments."""
     app_id, project_id = _scope(payload, "app_id"), _scope(payload, "project_id")
-    session_ids = sorted({sid for item in items if (sid := item.session_id)})
-    foreign_scopes, matchers = await svc.attachment_index.lookup(caller, session_ids)
-    foreign = [
-        item for item in items
-        if item.session_id and (*item.scope(app_id, project_id), item.session_id) in foreign_scopes
-    ]
-    if foreign:
-        drop(items, foreign)
-        dropped = {id(item) for item in foreign}
-        items = [item for item in items if id(item) not in dropped]
-    found: dict[int, list[dict[str, str]]] = {}
-    for item in items:
-        matcher = matchers.get(item.session_id or "", EMPTY)
-        found[id(item)] = matcher.attachments_in(item.raw)
-    svc.metrics.attachments_matched(sum(len(matched) for matched in found.values()))
-    return items, found
+    page = page_scan.scan(body, native) if dialect.page_scan and svc.settings.server.native_search \
+        else None
+    if page is not None:  # the C scanner read it: the same answer, without Python objects
+        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
+        out, matched = scanned_answer(page, foreign, matchers, app_id, project_id)
+    else:
+        try:
+            answer = jsonio.loads(body)
+        except ValueError:
+            raise UpstreamBadResponse(
+                f"upstream search answer is not JSON (status {status}, {len(body)} bytes)"
+            ) from None
+        items = dialect.find_items(answer)
+        foreign, matchers = await svc.attachment_index.lookup(caller, session_ids(items))
+        out, matched = python_answer(answer, items, native, foreign, matchers, app_id, project_id)
+    svc.metrics.attachments_matched(matched)
+    return Response(out, status_code=status, media_type="application/json")
 
 
 class EngineRoute(Route):

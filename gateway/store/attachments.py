@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gateway import jsonio
 from gateway.errors import SessionOwnedByAnotherUser
 from gateway.ids import new_id, now_ms
 from gateway.store.database import Database, Transaction
@@ -179,12 +180,11 @@ async def session_versions(
     """(app_id, project_id, session_id, owner, mappings_version) of every scope of these ids."""
     if not session_ids:
         return []
-    rows = await db.read(
+    return await db.read_now(
         "SELECT app_id, project_id, session_id, user_id, mappings_version FROM memory_sessions "
         "WHERE session_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(session_ids)),),
+        (jsonio.dumps(list(session_ids)).decode(),),
     )
-    return [tuple(row) for row in rows]
 
 
 async def live_mappings(
