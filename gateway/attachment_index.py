@@ -9,7 +9,7 @@ mappings read again. Matching itself is linear in the bytes of `raw` (gateway/ma
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from gateway.store import attachments as store
 from gateway.store.database import Database
 
 CACHE_SESSIONS = 4096
+CACHE_LOOKUPS = 1024
 
 
 @dataclass(frozen=True)
@@ -68,17 +69,36 @@ def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
 
 
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
+# (scopes of the sessions owned by someone else, a matcher per own session)
+Lookup = tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]
 
 
 class AttachmentIndex:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
+        # Whole lookups, kept while the database's data_version stands still (no commit by
+        # anyone since): a page of the same sessions then costs no query at all.
+        self._lookups: dict[tuple[str, tuple[str, ...]], Lookup] = {}
+        self._lookups_version = -1
 
-    async def lookup(
-        self, user_id: str, session_ids: Sequence[str]
-    ) -> tuple[set[tuple[str, str, str]], dict[str, SessionMatcher]]:
+    async def lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
         """Sessions owned by others (app, project, session), and a matcher per own session."""
+        version = self._db.data_version()
+        if version != self._lookups_version:
+            self._lookups.clear()
+            self._lookups_version = version
+        key = (user_id, tuple(session_ids))
+        found = self._lookups.get(key)
+        if found is None:
+            found = await self._lookup(user_id, session_ids)
+            if len(self._lookups) >= CACHE_LOOKUPS:
+                self._lookups.clear()
+            if self._db.data_version() == version:  # nothing was committed meanwhile
+                self._lookups[key] = found
+        return found
+
+    async def _lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
         owners = await store.session_versions(self._db, session_ids)
         foreign: set[tuple[str, str, str]] = set()
         versions: dict[str, int] = {}
@@ -102,7 +122,7 @@ class AttachmentIndex:
                 built = _build(versions[session_id], rows.get(session_id, []))
                 matchers[session_id] = built
                 self._remember((user_id, session_id), built)
-        return foreign, matchers
+        return frozenset(foreign), matchers
 
     def _remember(self, key: tuple[str, str], matcher: SessionMatcher) -> None:
         self._cache[key] = matcher

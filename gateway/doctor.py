@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
+from gateway import page_scan
 from gateway.config import (
     ENV_PREFIX,
     ConfigError,
@@ -80,10 +81,21 @@ def check_settings(
     if bool(llm.base_url) != bool(llm.model):
         yield Check(WARN, "llm", "only one of llm.base_url and llm.model is set: no model is used",
                     "set both to enable the summariser and model disambiguation, or neither")
+    yield _check_search(settings)
     if settings.metrics.enabled and settings.server.host not in ("127.0.0.1", "localhost", "::1"):
         yield Check(WARN, "metrics",
                     f"/metrics needs no key and the gateway listens on {settings.server.host}",
                     "firewall /metrics from clients, or set metrics.enabled = false")
+
+
+def _check_search(settings: Settings) -> Check:
+    if not settings.server.native_search:
+        return Check(OK, "search", "Python path (server.native_search = false)")
+    if page_scan.AVAILABLE:
+        return Check(OK, "search", "C page scanner built and in use")
+    return Check(WARN, "search", "the C page scanner was not built: searches take the Python "
+                 "path, several times slower", "install a C compiler and reinstall "
+                 "(scripts/setup-venv), or set server.native_search = false to silence this")
 
 
 # --- database -------------------------------------------------------------------------------

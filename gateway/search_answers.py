@@ -9,6 +9,7 @@ caller reads the sessions' owners and matchers between finding the sessions and 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from gateway import jsonio
@@ -23,7 +24,7 @@ def session_ids(items: Sequence[FoundItem]) -> list[str]:
 
 
 def python_answer(
-    answer: Any, items: list[FoundItem], native: bool, foreign_scopes: set[Scope],
+    answer: Any, items: list[FoundItem], native: bool, foreign_scopes: AbstractSet[Scope],
     matchers: Mapping[str, SessionMatcher], app_id: str, project_id: str,
 ) -> tuple[bytes, int]:
     """The answer's bytes and the number of attachments attached; drops items in place."""
@@ -47,7 +48,7 @@ def python_answer(
 
 
 def scanned_answer(
-    page: Any, foreign_scopes: set[Scope], matchers: Mapping[str, SessionMatcher],
+    page: Any, foreign_scopes: AbstractSet[Scope], matchers: Mapping[str, SessionMatcher],
     app_id: str, project_id: str,
 ) -> tuple[bytes, int]:
     """`python_answer`'s result for a page read by the C scanner."""

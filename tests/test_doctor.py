@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway import page_scan
 from gateway.store.database import migrate
 from tests.processes import ROOT, dev_engine, free_port
 
@@ -63,6 +64,8 @@ def test_a_healthy_installation_passes(tmp_path: Path, engine_url: str) -> None:
         assert line(lines, name).startswith("OK "), lines
     assert "memory-gateway dev engine" in line(lines, "upstream")
     assert lines[-1].startswith("doctor: ") and "0 failure(s)" in lines[-1]
+    built = "OK   search        C page scanner built" if page_scan.AVAILABLE else "WARN search"
+    assert line(lines, "search").startswith(built)
 
 
 def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:

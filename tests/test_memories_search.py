@@ -9,10 +9,17 @@ import httpx
 import pytest
 import respx
 
+from gateway import page_scan
 from gateway.config import Settings
 from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
 
 B64 = base64.b64encode(PNG).decode()
+
+
+@pytest.fixture(params=[True, False], ids=["scanner", "python"])
+def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    """Every search rule holds on both paths: the C page scanner and the Python reference."""
+    return settings.with_values(server={"native_search": request.param})
 
 
 async def add(client: httpx.AsyncClient, sender: str, session: str, *items: dict[str, Any],
@@ -226,3 +233,28 @@ async def test_cached_matchers_follow_every_mapping_change(
     conn.commit()
     conn.close()
     assert await names() == ["late.png"]
+
+
+@pytest.mark.skipif(not page_scan.AVAILABLE, reason="the C page scanner was not built")
+async def test_the_scanner_answers_everos_pages_unless_turned_off(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pages: list[Any] = []
+    real_scan = page_scan.scan
+
+    def spy(body: bytes, native: bool) -> Any:
+        pages.append(real_scan(body, native))
+        return pages[-1]
+
+    monkeypatch.setattr(page_scan, "scan", spy)
+    engine_ok(engine)
+    await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/x/a.png"})
+    answer_search(engine, episodes({"id": "ep1", "session_id": "s1", "episode": "see A.png"}))
+    for path in ("/memories/search", "/api/v2/memory/search"):
+        response = await alice.post(path, json={"query": "x"})
+        assert response.status_code == 200
+    if settings.server.native_search:
+        assert len(pages) == 2 and all(page is not None for page in pages)
+    else:
+        assert pages == []

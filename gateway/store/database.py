@@ -110,6 +110,16 @@ class Database:
                 raise
             return [tuple(row) for row in await self.read(sql, params)]
 
+    def data_version(self) -> int:
+        """A number that changes whenever any connection (any process) commits a change.
+
+        SQLite's `PRAGMA data_version`, read on the event loop thread's connection, which never
+        writes: so every commit counts. Lets callers keep answers until the data changes.
+        """
+        if self._inline is None:
+            raise RuntimeError("database is not open")
+        return int(self._inline.execute("PRAGMA data_version").fetchone()[0])
+
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         async with self._reader().execute(sql, params) as cursor:
             return await cursor.fetchone()

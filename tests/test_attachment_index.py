@@ -1,0 +1,116 @@
+"""The attachment index: owners and matchers per page, kept until the database changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gateway.attachment_index import AttachmentIndex
+from gateway.store import attachments
+from gateway.store.attachments import Intent, new_mapping
+from gateway.store.database import Database, connect_sync
+
+
+@pytest.fixture
+async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    database = Database(str(tmp_path / "gw.db"))
+    await database.open()
+    yield database
+    await database.close()
+
+
+async def add(db: Database, user: str, session: str, *names: str) -> None:
+    intent = Intent(id=f"int_{user}_{session}_{len(names)}_{names[0]}", user_id=user,
+                    kind="memory_add")
+    for name in names:
+        intent.mappings.append(new_mapping(
+            user_id=user, app_id="default", project_id="default", session_id=session,
+            name=name, content_type="image/png", internal_uri=f"https://cdn.example/{name}",
+            source="memory_add_uri"))
+    await attachments.begin_intent(db, intent, ("default", "default", session))
+    await attachments.commit_intent(db, intent)
+
+
+def names_in(lookup: tuple, session: str) -> list[str]:  # type: ignore[type-arg]
+    _, matchers = lookup
+    return sorted(matchers[session].by_name)
+
+
+async def test_a_repeated_lookup_is_answered_without_reading_again(db: Database) -> None:
+    await add(db, "alice", "s1", "a.png")
+    index = AttachmentIndex(db)
+    first = await index.lookup("alice", ["s1"])
+    second = await index.lookup("alice", ["s1"])
+    assert second is first
+    assert names_in(second, "s1") == ["a.png"]
+
+
+async def test_a_commit_through_the_gateway_is_seen_by_the_next_lookup(db: Database) -> None:
+    await add(db, "alice", "s1", "a.png")
+    index = AttachmentIndex(db)
+    before = await index.lookup("alice", ["s1"])
+    await add(db, "alice", "s1", "b.png")
+    after = await index.lookup("alice", ["s1"])
+    assert after is not before
+    assert names_in(after, "s1") == ["a.png", "b.png"]
+
+
+async def test_a_commit_by_another_process_is_seen_by_the_next_lookup(db: Database) -> None:
+    await add(db, "alice", "s1", "a.png", "b.png")
+    index = AttachmentIndex(db)
+    assert names_in(await index.lookup("alice", ["s1"]), "s1") == ["a.png", "b.png"]
+    other = connect_sync(db.path)  # e.g. `memory-gateway gc` run beside the server
+    try:
+        other.execute("UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'a.png'")
+    finally:
+        other.close()
+    assert names_in(await index.lookup("alice", ["s1"]), "s1") == ["b.png"]
+
+
+async def test_lookups_are_per_user_and_name_other_owners(db: Database) -> None:
+    await add(db, "alice", "s1", "a.png")
+    await add(db, "bob", "s2", "b.png")
+    index = AttachmentIndex(db)
+    foreign, matchers = await index.lookup("alice", ["s1", "s2"])
+    assert foreign == frozenset({("default", "default", "s2")})
+    assert set(matchers) == {"s1"}
+    foreign, matchers = await index.lookup("bob", ["s1", "s2"])
+    assert foreign == frozenset({("default", "default", "s1")})
+    assert set(matchers) == {"s2"}
+
+
+async def test_data_version_moves_on_every_commit(db: Database) -> None:
+    start = db.data_version()
+    assert db.data_version() == start  # reading changes nothing
+    await add(db, "alice", "s1", "a.png")
+    assert db.data_version() != start
+
+
+class LockedConnection:
+    """Stands in for the event loop's connection while another process holds a lock."""
+
+    def execute(self, *args: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    def close(self) -> None:
+        pass
+
+
+async def test_read_now_goes_to_a_reader_thread_when_the_database_is_locked(
+    db: Database,
+) -> None:
+    await add(db, "alice", "s1", "a.png")
+    inline = db._inline
+    db._inline = LockedConnection()  # type: ignore[assignment]
+    try:
+        rows = await db.read_now("SELECT user_id, session_id FROM memory_sessions")
+    finally:
+        db._inline = inline
+    assert rows == [("alice", "s1")]
+
+
+async def test_read_now_raises_real_errors(db: Database) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        await db.read_now("SELECT * FROM no_such_table")
