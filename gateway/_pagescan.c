@@ -356,8 +356,13 @@ static int lex_number(Parser *p, Span *out) {
         i++;
         if (i < n && (s[i] == '+' || s[i] == '-')) i++;
         if (i >= n || s[i] < '0' || s[i] > '9') FAIL(p);
+        Py_ssize_t digits = i;
         while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        /* beyond about 1e300 a float may read as infinity, which the Python path writes as
+           null: such pages are left to it */
+        if (i - digits > 2) FAIL(p);
     }
+    if (!is_int && i - p->i > 40) FAIL(p); /* very long mantissas: the same care */
     out->start = p->i;
     out->end = i;
     out->kind = K_NUM;
@@ -1045,6 +1050,7 @@ typedef struct {
     Py_ssize_t n_names;
     Py_ssize_t *table; /* open addressing: name index + 1, 0 = empty */
     Py_ssize_t table_mask;
+    int table_shift; /* slot = hash >> table_shift */
     Ext *exts;
     Py_ssize_t n_exts;
     Py_ssize_t *plain; /* names without an extension, found by substring search */
@@ -1079,8 +1085,18 @@ static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold)
         a = lower_word(a);
         b = lower_word(b);
     }
-    uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
-    return h ^ (h >> 29);
+    /* the high bits mix every input bit: the table slot is taken from them */
+    return a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+}
+
+/* Do text[0:n] (ASCII, lower-cased on the way when `fold`) and want[0:n] hold the same bytes? */
+static inline int same_name(const unsigned char *text, const unsigned char *want, Py_ssize_t n,
+                            int fold) {
+    if (!fold) return memcmp(text, want, (size_t)n) == 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (LOWER[text[q]] != want[q]) return 0;
+    }
+    return 1;
 }
 
 static void Matcher_dealloc(Matcher *self) {
@@ -1118,7 +1134,12 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
     self->name_marks = PyMem_Calloc((size_t)(n ? n : 1), sizeof(uint64_t));
     self->hits = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
     Py_ssize_t size = 16;
-    while (size < 2 * n) size *= 2;
+    int bits = 4;
+    while (size < 2 * n) {
+        size *= 2;
+        bits++;
+    }
+    self->table_shift = 64 - bits;
     self->table = PyMem_Calloc((size_t)size, sizeof(Py_ssize_t));
     self->table_mask = size - 1;
     if (!self->list || !self->plain || !self->table || !self->name_marks || !self->hits) {
@@ -1178,7 +1199,7 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
             self->plain[self->n_plain++] = k;
             continue;
         }
-        Py_ssize_t slot = (Py_ssize_t)(name->hash & (uint64_t)self->table_mask);
+        Py_ssize_t slot = (Py_ssize_t)(name->hash >> self->table_shift);
         while (self->table[slot]) slot = (slot + 1) & self->table_mask;
         self->table[slot] = k + 1;
         Py_ssize_t ext_len = name->len - dot, e;
@@ -1234,17 +1255,13 @@ static Py_ssize_t find_names(Matcher *m, const unsigned char *text, Py_ssize_t l
                     Py_ssize_t size = ext->lengths[l], start = stop - size;
                     if (start < 0) break;
                     uint64_t h = name_hash(text + start, size, fold);
-                    Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)m->table_mask), found;
+                    Py_ssize_t slot = (Py_ssize_t)(h >> m->table_shift), found;
                     while ((found = m->table[slot]) != 0) {
                         Name *name = &m->list[found - 1];
-                        if (name->hash == h && name->len == size && m->name_marks[found - 1] != stamp) {
-                            const unsigned char *candidate = names + name->offset;
-                            Py_ssize_t q = 0;
-                            while (q < size && (fold ? LOWER[text[start + q]] : text[start + q]) == candidate[q]) q++;
-                            if (q == size) {
-                                m->name_marks[found - 1] = stamp;
-                                m->hits[n_hits++] = found - 1;
-                            }
+                        if (name->hash == h && name->len == size && m->name_marks[found - 1] != stamp &&
+                            same_name(text + start, names + name->offset, size, fold)) {
+                            m->name_marks[found - 1] = stamp;
+                            m->hits[n_hits++] = found - 1;
                         }
                         slot = (slot + 1) & m->table_mask;
                     }

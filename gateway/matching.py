@@ -98,8 +98,10 @@ class FilenameMatcher:
         lengths: dict[str, dict[int, set[str]]] = {}
         for name in names:
             lowered = name.lower()
+            if "\x00" in lowered:
+                continue  # never matches: a NUL cannot be told from the break between strings
             stem, dot, ext = lowered.rpartition(".")
-            if not dot or not ext or not stem or "\x00" in lowered:
+            if not dot or not ext or not stem:
                 if lowered:
                     self._plain.add(lowered)
                 continue

@@ -72,3 +72,10 @@ def test_matching_cost_grows_linearly_with_the_text() -> None:
     matcher = FilenameMatcher(names)
     text = searchable_text(["lorem ipsum. " * 2000 + "image-7.png"])
     assert matcher.find(text) == {"image-7.png"}
+
+
+def test_a_name_holding_nul_never_matches() -> None:
+    # The walk joins strings with NUL: such a name could only "occur" across two strings.
+    matcher = FilenameMatcher(["a\x00b.png", "c.png"])
+    assert matcher.find(searchable_text(["a", "b.png c.png"])) == {"c.png"}
+    assert matcher.find(searchable_text(["a\x00b.png"])) == set()
