@@ -162,8 +162,10 @@ typedef struct {
     Py_ssize_t n_items, cap_items;
     Span *strs;
     Py_ssize_t n_strs, cap_strs;
+    Span *keys; /* keys of the walked objects being read, innermost last */
+    Py_ssize_t n_keys, cap_keys;
     Container containers[N_CONTAINERS];
-    Buf scratch;
+    Buf scratch, scratch2;
 } Parser;
 
 #define FAIL(p) do { (p)->bail = 1; return -1; } while (0)
@@ -475,6 +477,50 @@ static int key_index(Parser *p, Span sp, const char **keys, int count) {
     return -1;
 }
 
+/* Repeated keys. A JSON reader keeps an object's last value of a key, so the Python path never
+   sees the earlier ones; the walk here reads every value. Objects the walk reads are therefore
+   checked: a repeated key leaves the page to the Python path. A 64-bit filter on each key's hash
+   keeps the common case to one test; only a filter hit compares keys. */
+static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold);
+
+static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
+    const unsigned char *text = p->s + key.start;
+    Py_ssize_t len = key.end - key.start;
+    if (key.flags & F_ESC) {
+        if (unescape(p->s, key, &p->scratch) < 0) return -1;
+        text = (const unsigned char *)p->scratch.data;
+        len = p->scratch.len;
+    }
+    uint64_t bit = 1ULL << (name_hash(text, len, 0) >> 58);
+    if (*seen & bit) {
+        for (Py_ssize_t k = first; k < p->n_keys; k++) {
+            Span other = p->keys[k];
+            if (!((key.flags | other.flags) & F_ESC)) {
+                if (other.end - other.start == len &&
+                    memcmp(p->s + other.start, text, (size_t)len) == 0)
+                    FAIL(p);
+                continue;
+            }
+            /* escapes on either side: compare what they decode to (the key's own decoded
+               bytes stay in `scratch`; the other key is decoded into `scratch2`) */
+            if (unescape(p->s, other, &p->scratch2) < 0) return -1;
+            if (p->scratch2.len == len &&
+                (len == 0 || memcmp(p->scratch2.data, text, (size_t)len) == 0))
+                FAIL(p);
+        }
+    }
+    *seen |= bit;
+    if (p->n_keys == p->cap_keys) {
+        Py_ssize_t cap = p->cap_keys ? p->cap_keys * 2 : 64;
+        Span *keys = PyMem_Realloc(p->keys, (size_t)cap * sizeof(Span));
+        if (!keys) { PyErr_NoMemory(); return -1; }
+        p->keys = keys;
+        p->cap_keys = cap;
+    }
+    p->keys[p->n_keys++] = key;
+    return 0;
+}
+
 /* ----------------------------------------------------------------------------------------- */
 /* parsing                                                                                    */
 
@@ -482,7 +528,8 @@ static int key_index(Parser *p, Span sp, const char **keys, int count) {
 static int parse_value(Parser *p, int collect, Span *out);
 
 static int parse_object(Parser *p, int collect, Span *out, int *members) {
-    Py_ssize_t start = p->i;
+    Py_ssize_t start = p->i, first_key = p->n_keys;
+    uint64_t seen = 0;
     int count = 0;
     if (++p->depth > MAX_DEPTH) FAIL(p);
     p->i++;
@@ -500,6 +547,7 @@ static int parse_object(Parser *p, int collect, Span *out, int *members) {
             skip_ws(p);
             int walk = collect;
             if (walk) {
+                if (note_key(p, key, first_key, &seen) < 0) return -1;
                 int b64 = key_is(p, key, "base64");
                 if (b64 < 0) return -1;
                 walk = !b64;
@@ -520,6 +568,7 @@ static int parse_object(Parser *p, int collect, Span *out, int *members) {
         }
     }
     p->depth--;
+    p->n_keys = first_key;
     out->start = start;
     out->end = p->i;
     out->kind = K_OBJ;
@@ -583,6 +632,9 @@ static int parse_value(Parser *p, int collect, Span *out) {
 
 /* An object whose members named in `keys` are recorded in `spans` (a repeat of one: bail). */
 static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, Item *item) {
+    Py_ssize_t first_key = p->n_keys;
+    uint64_t seen = 0;
+    uint32_t heads = 0;
     int count = 0;
     if (++p->depth > MAX_DEPTH) FAIL(p);
     p->i++;
@@ -603,6 +655,12 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
         skip_ws(p);
         int at = head_index(p, key);
         if (at == -2) return -1;
+        if (at >= 0) { /* a field name: repeats found by a bit per name */
+            if (heads & (1u << at)) FAIL(p);
+            heads |= 1u << at;
+        } else if (note_key(p, key, first_key, &seen) < 0) {
+            return -1;
+        }
         int known = at >= 0 && (wanted >> at & 1);
         if (known && item && at == H_METADATA && p->i < p->n && p->s[p->i] == '{') {
             /* the item's metadata: walked, and its own fields recorded */
@@ -638,6 +696,7 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
         FAIL(p);
     }
     p->depth--;
+    p->n_keys = first_key;
     *members = count;
     return 0;
 }
@@ -845,7 +904,9 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
     item->id = field(item, ID_KEYS, 4);
     if (item->id.kind == K_NUM) {
         if (!(item->id.flags & F_INT)) return -1;
-        if (item->id.end - item->id.start == 2 && s[item->id.start] == '-') return -1; /* -0 */
+        if (item->id.end - item->id.start == 2 && s[item->id.start] == '-' &&
+            s[item->id.start + 1] == '0')
+            return -1; /* -0 reads as 0 */
         item->id_quoted = 1;
     } else if (item->id.kind && item->id.kind != K_STR) {
         return -1; /* str() of a float, bool or container: left to Python */
@@ -968,20 +1029,28 @@ static PyObject *scan(PyObject *module, PyObject *args) {
     }
     Py_DECREF(seen);
     buf_free(&p.scratch);
+    PyMem_Free(p.keys);
+    buf_free(&p.scratch2);
     return (PyObject *)page;
 
 bail_page:
     Py_DECREF(page);
     buf_free(&p.scratch);
+    PyMem_Free(p.keys);
+    buf_free(&p.scratch2);
     Py_RETURN_NONE;
 fail_page:
     Py_DECREF(page);
     buf_free(&p.scratch);
+    PyMem_Free(p.keys);
+    buf_free(&p.scratch2);
     return NULL;
 bail:
 fail:
     PyMem_Free(p.items);
     PyMem_Free(p.strs);
+    PyMem_Free(p.keys);
+    buf_free(&p.scratch2);
     buf_free(&p.scratch);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;

@@ -1,0 +1,834 @@
+"""The C page scanner (gateway/_pagescan.c) answers exactly as the Python path does.
+
+For every body: whenever `page_scan.scan(body, native)` gives a page, the reference path
+(gateway/search.py, gateway/search_answers.python_answer) must not raise, and both answers must
+parse to the same JSON with the same number of attachments attached. `scan` must never crash on
+any bytes; it may always hand a page back to the Python path (None), but for pages made only of
+plain values it must not, or the fast path would never run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import shutil
+import sysconfig
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway import jsonio, page_scan
+from gateway.attachment_index import SessionMatcher, _build
+from gateway.errors import UpstreamBadResponse
+from gateway.search import find_items
+from gateway.search_answers import python_answer, scanned_answer, session_ids
+
+APP = PROJECT = "default"
+needs_scanner = pytest.mark.skipif(
+    not page_scan.AVAILABLE, reason="the C page scanner (gateway/_pagescan.c) was not built"
+)
+quick = settings(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+def _compiler() -> str | None:
+    cc = sysconfig.get_config_var("CC") or ""
+    return (shutil.which(cc.split()[0]) if cc.split() else None) or shutil.which("cc")
+
+
+def test_the_accelerator_is_built() -> None:
+    if _compiler() is None:
+        pytest.skip("no C compiler on PATH: the page scanner is optional and was not expected")
+    assert page_scan.AVAILABLE, "a C compiler is here, but gateway/_pagescan.c was not built"
+
+
+# --- the two paths ----------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parsed(out: bytes) -> Any:
+    """An answer's JSON: strict UTF-8, no NaN/Infinity, each number tagged with its kind
+    (1 == 1.0 == True in Python)."""
+    return json.loads(
+        out.decode("utf-8"), parse_constant=_reject_constant,
+        parse_int=lambda text: ("int", int(text)), parse_float=lambda text: ("float", float(text)),
+    )
+
+
+def _python_path(
+    body: bytes, native: bool, foreign: set[tuple[str, str, str]],
+    matchers: Mapping[str, SessionMatcher],
+) -> tuple[bytes, int, list[Any]]:
+    answer = jsonio.loads(body)
+    items = find_items(answer)
+    out, matched = python_answer(answer, items, native, foreign, matchers, APP, PROJECT)
+    return out, matched, items
+
+
+def _scope(session_id: str | None, raw: Any) -> tuple[str | None, ...]:
+    """What Page.scopes() gives for an item: None where absent or not a non-empty string."""
+    fields = [raw.get(k) for k in ("app_id", "project_id")] if isinstance(raw, dict) else []
+    return (session_id, *(v if isinstance(v, str) and v else None for v in fields or [None, None]))
+
+
+def agree(
+    body: bytes, native: bool, foreign: set[tuple[str, str, str]],
+    matchers: Mapping[str, SessionMatcher],
+) -> bool:
+    """Scan `body`; when the scanner takes the page, check it answers as the Python path.
+
+    True when the scanner answered, False when it left the page to the Python path.
+    """
+    page = page_scan.scan(body, native)
+    if page is None:
+        return False
+    scopes = page.scopes()
+    sessions = page.sessions
+    try:
+        expected, expected_count, items = _python_path(body, native, set(foreign), matchers)
+    except (ValueError, UpstreamBadResponse) as error:
+        pytest.fail(f"scan took a page the Python path refuses ({error!r}): {body!r}")
+    assert sorted(sessions) == session_ids(items) and len(set(sessions)) == len(sessions)
+    assert scopes == [_scope(item.session_id, item.raw) for item in items]
+    out, count = scanned_answer(page, set(foreign), matchers, APP, PROJECT)
+    assert (_parsed(out), count) == (_parsed(expected), expected_count), (
+        f"the two paths disagree (native={native})\nbody:   {body!r}\n"
+        f"C:      {out!r}\nPython: {expected!r}"
+    )
+    return True
+
+
+def _floats(value: Any) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [f for v in value for f in _floats(v)]
+    return []
+
+
+def _may_overflow(number: float) -> bool:
+    """A float written with a 3-digit exponent or a long mantissa: may read as infinity, which
+    the Python path writes as null, so the scanner leaves the page (anywhere in the body)."""
+    text = repr(number)
+    _, e, exponent = text.partition("e")
+    return len(text) > 40 or (bool(e) and len(exponent.lstrip("+-")) > 2)
+
+
+def fast_path_expected(page: Any, native: bool) -> bool:
+    """Whether the scanner must take this (duplicate-free, valid, shallow) page itself."""
+    if any(_may_overflow(f) for f in _floats(page)):
+        return False
+    try:
+        items = find_items(copy.deepcopy(page))
+    except UpstreamBadResponse:
+        return False
+    for item in items:
+        raw = item.raw
+        if not isinstance(raw, dict):
+            continue
+        if native and "attachments" in raw:
+            return False
+        identifier = item.field("id", "memory_id", "episode_id", "message_id")
+        if identifier is not None and (type(identifier) is not str and type(identifier) is not int):
+            return False  # str() of a float, a bool or a container: left to Python
+        session = raw.get("session_id")
+        if type(session) in (int, float, list, dict):
+            return False  # their truthiness is left to Python
+    return True
+
+
+# --- filenames, strings and values ------------------------------------------------------------
+
+NAMES = [
+    "Photo.PNG", "photo.png", "report.pdf", "REPORT.PDF", "a.b.c", "noext", "no", "png",
+    "照片.jpg", "İstanbul.jpg", "\u212aELVIN.png", "kelvin.PNG", "x.", ".hidden", ".png", "a.png",
+    "aa.png", "a.p", "b.PnG", "my photo (1).jpeg", "ΟΔΟΣ.txt", "οδος.txt", "straße.doc",
+    "😀 smile.gif", 'say "hi".txt', "back\\slash.txt", "tab\tname.txt", "data.tar.gz", "gz",
+    "ǅemo.png", "é.png", "e\u0301.png", "a\x00b.png", "nul\x00",
+]
+SESSIONS = ["s1", "s2", "", "foreign", "séance", 's"3', "😀"]
+REAL_SESSIONS = [s for s in SESSIONS if s]
+FOREIGN = [
+    ("default", "default", "foreign"), ("other", "default", "s1"),
+    ("default", "other", "s2"), ("default", "default", "s2"), ("default", "default", "😀"),
+]
+URIS = ["file:///a", "file:///b", "https://cdn/c.png", "file:///d"]
+CONTENT_TYPES = ["image/png", "application/pdf", "video/mp4", "audio/ogg", ""]
+TRICKY_CHARS = (
+    ". \"\\\n\t/\x00\x7féÉİıi\u0307\u212aKkΣσςß😀.PNGpngJPGjpg:"
+)
+
+text_pieces = st.text(
+    alphabet=st.sampled_from(TRICKY_CHARS) | st.characters(codec="utf-8"), max_size=6
+)
+
+
+def _recase(name: str, rnd: random.Random) -> str:
+    mode = rnd.randrange(5)
+    if mode == 0:
+        return name
+    if mode == 1:
+        return name.lower()
+    if mode == 2:
+        return name.upper()
+    return "".join(ch.upper() if rnd.random() < 0.5 else ch.lower() for ch in name)
+
+
+# The few names of one example: the page mentions them and the matchers hold them (mostly).
+active_names = st.shared(
+    st.lists(st.sampled_from(NAMES), min_size=1, max_size=5, unique=True), key="active names"
+)
+
+
+@st.composite
+def mentions(draw: st.DrawFn) -> str:
+    """A filename, mostly one of the example's, in random case."""
+    pool = NAMES if draw(st.integers(0, 4)) == 4 else draw(active_names)
+    return _recase(draw(st.sampled_from(pool)), draw(st.randoms(use_true_random=False)))
+
+
+def _often(
+    common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], odds: int = 4
+) -> st.SearchStrategy[Any]:
+    """`rare` about once in `odds` + 1 draws. (one_of weighs its branches alike, whatever
+    their number; and Hypothesis draws 0 from integers(0, n) far more often than 1/(n + 1), so
+    the rare side is the top value.)"""
+    return st.integers(0, odds).flatmap(lambda n: rare if n == odds else common)
+
+
+floats = _often(
+    st.floats(-1e6, 1e6), st.floats(allow_nan=False, allow_infinity=False), odds=10
+)
+strings = st.lists(text_pieces | mentions(), max_size=4).map("".join)
+scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | floats | strings
+KEYS = [
+    "name", "url", "base64", "Base64", "text", "id", "session_id", "score", "content",
+    "metadata", "attachments", "x", "", "photo.png", "a.png", "Photo.PNG",
+]
+keys = st.sampled_from(KEYS) | text_pieces
+values = st.recursive(
+    scalars,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(keys, kids, max_size=3),
+    max_leaves=6,
+)
+
+# --- items and pages --------------------------------------------------------------------------
+
+ID_KEYS = ("id", "memory_id", "episode_id", "message_id")
+CONTENT_KEYS = ("episode", "summary", "memory", "content", "text", "description")
+ITEM_KEYS = [
+    *ID_KEYS, "type", "memory_type", "session_id", "app_id", "project_id", "score",
+    "relativity", "created_at", "timestamp", *CONTENT_KEYS, "metadata", "base64", "nested",
+    "photo.png", "extra",
+]
+META_KEYS = [
+    *ID_KEYS, "session_id", "score", "relativity", "created_at", "timestamp", "note",
+    "base64", "metadata", "attachments",
+]
+
+
+odd = st.none() | st.booleans() | floats | values
+ids = _often(strings | st.integers(-(2**70), 2**70), odd, odds=12)
+session_values = _often(st.sampled_from(SESSIONS), odd, odds=12)
+scope_values = _often(st.sampled_from(["default", "other", ""]), odd)
+type_values = _often(st.sampled_from(["memory", "episode", "", "Fact", 'ty"pe', "é\n"]), odd)
+numbers = st.integers(-5, 10**20) | floats
+times = _often(st.sampled_from(["2024-01-01T00:00:00Z", ""]) | st.integers(0, 2**40), odd)
+hidden = st.lists(mentions(), max_size=2) | mentions() | st.dictionaries(keys, mentions())
+
+
+def _field(key: str, metadata: bool = False) -> st.SearchStrategy[Any]:
+    if key in ID_KEYS:
+        return ids
+    if key == "session_id":
+        return session_values
+    if key in ("app_id", "project_id"):
+        return scope_values
+    if key in ("type", "memory_type"):
+        return type_values
+    if key in ("score", "relativity"):
+        return _often(numbers, odd)
+    if key in ("created_at", "timestamp"):
+        return times
+    if key in CONTENT_KEYS or key == "note":
+        return _often(strings, odd)
+    if key == "base64":
+        return hidden
+    if key == "metadata":
+        return values if metadata else _often(metadata_objects(), odd)
+    if key == "attachments":
+        return st.none() | st.just([]) | st.lists(
+            st.fixed_dictionaries({"name": mentions(), "type": st.just("image")}), max_size=2
+        )
+    return values
+
+
+@st.composite
+def metadata_objects(draw: st.DrawFn) -> dict[str, Any]:
+    chosen = draw(st.lists(st.sampled_from(META_KEYS), unique=True, max_size=5))
+    return {key: draw(_field(key, metadata=True)) for key in chosen}
+
+
+@st.composite
+def items(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 9)) == 9:
+        return draw(values)  # strings, numbers, lists... as items
+    chosen = draw(st.lists(st.sampled_from(ITEM_KEYS), unique=True, max_size=6))
+    # most items name a session and hold some text
+    for key in ("session_id", draw(st.sampled_from(CONTENT_KEYS))):
+        if key not in chosen and draw(st.integers(0, 4)) < 4:
+            chosen.insert(draw(st.integers(0, len(chosen))), key)
+    if draw(st.integers(0, 15)) == 15:  # the native answer's own key: such pages go to Python
+        chosen.insert(draw(st.integers(0, len(chosen))), "attachments")
+    return {key: draw(_field(key)) for key in chosen}
+
+
+item_lists = _often(st.lists(items(), min_size=1, max_size=6), st.just([]))
+EVEROS = ["episodes", "profiles", "agent_cases", "agent_skills", "unprocessed_messages"]
+ROOT_EXTRAS = ["status", "message", "total", "request_id", "attachments", "results_x", "data"]
+
+
+@st.composite
+def pages(draw: st.DrawFn) -> Any:
+    """A search answer in one of the known shapes, with extras; now and then an odd one."""
+    shape = draw(st.sampled_from(
+        ["everos", "everos", "results", "memories", "data.memories", "data.raw_messages",
+         "mixed", "odd"]
+    ))
+    page: dict[str, Any] = {}
+    if shape == "everos":
+        groups = draw(st.lists(st.sampled_from(EVEROS), unique=True, min_size=1))
+        data: dict[str, Any] = {
+            g: draw(_often(item_lists, st.none() | st.just([]), odds=2)) for g in groups
+        }
+        if draw(st.booleans()):
+            data[draw(st.sampled_from(["memories", "raw_messages", "total"]))] = draw(item_lists)
+        page["data"] = data
+    elif shape in ("results", "memories"):
+        page[shape] = draw(item_lists)
+    elif shape.startswith("data."):
+        page["data"] = {shape[5:]: draw(item_lists)}
+    elif shape == "mixed":  # several containers: the first in gateway/search.py's order wins
+        chosen = st.lists(st.sampled_from(["results", "memories", "data"]), min_size=1, unique=True)
+        for key in draw(chosen):
+            if key == "data":
+                inner = draw(st.lists(st.sampled_from(["memories", "raw_messages", *EVEROS]),
+                                      unique=True, max_size=3))
+                page["data"] = {k: draw(_often(item_lists, st.none())) for k in inner}
+            else:
+                page[key] = draw(_often(item_lists, st.none()))
+    else:
+        return draw(st.sampled_from([
+            {"results": None}, {"results": {}}, {"data": {"episodes": "x"}}, {"data": []},
+            {"data": {"raw_messages": 3}}, {"status": 0}, [], "results", 7,
+            {"data": {"episodes": None, "profiles": [{"session_id": "s1"}]}, "results": 1},
+        ]))
+    for extra in draw(st.lists(st.sampled_from(ROOT_EXTRAS), unique=True, max_size=2)):
+        page.setdefault(extra, draw(values))
+    return page
+
+
+_STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _escape_some(body: str, rnd: random.Random) -> str:
+    """Rewrite random characters of random strings (keys too) as \\uXXXX escapes."""
+    rate = rnd.choice([0.0, 0.1, 0.5, 1.0])
+    if not rate:
+        return body
+
+    def rewrite(match: re.Match[str]) -> str:
+        token, out, i = match.group(0), ['"'], 1
+        while i < len(token) - 1:
+            ch = token[i]
+            if ch == "\\":
+                width = 6 if token[i + 1] == "u" else 2
+                out.append(token[i:i + width])
+                i += width
+                continue
+            if rnd.random() < rate:
+                code = ord(ch)
+                units = [code] if code < 0x10000 else [
+                    0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+                ]
+                for unit in units:
+                    escaped = f"\\u{unit:04x}"
+                    out.append(escaped.upper().replace("\\U", "\\u") if rnd.random() < 0.5
+                               else escaped)
+            else:
+                out.append(ch)
+            i += 1
+        out.append('"')
+        return "".join(out)
+
+    return _STRING_TOKEN.sub(rewrite, body)
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> tuple[Any, bytes]:
+    """A page and its bytes: raw UTF-8 or \\u escapes, compact or pretty-printed."""
+    page = draw(pages())
+    text = json.dumps(
+        page, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 2]))
+    )
+    return page, _escape_some(text, draw(st.randoms(use_true_random=False))).encode()
+
+
+@st.composite
+def matcher_maps(draw: st.DrawFn) -> dict[str, SessionMatcher]:
+    """Matchers for some of the sessions; names may repeat, with the same or another URI.
+
+    Only for real session ids, as AttachmentIndex.lookup builds them: the Python path would
+    give a matcher under "" to the items without a session, which the scanner never does.
+    """
+    out = {}
+    for session in REAL_SESSIONS:
+        if draw(st.integers(0, 3)) == 3:
+            continue
+        names = _often(active_names.flatmap(st.sampled_from), st.sampled_from(NAMES))
+        rows = draw(st.lists(st.tuples(
+            names, st.sampled_from(URIS), st.sampled_from(CONTENT_TYPES)
+        ), min_size=1, max_size=6))
+        out[session] = _build(draw(st.integers(0, 3)), [
+            {"name": name, "internal_uri": uri, "content_type": content_type}
+            for name, uri, content_type in rows
+        ])
+    return out
+
+
+foreign_sets = _often(st.sets(st.sampled_from(FOREIGN), min_size=1, max_size=3), st.just(set()), 2)
+
+
+# --- the property -----------------------------------------------------------------------------
+
+
+@needs_scanner
+@settings(quick, max_examples=200)
+@given(bodies(), st.booleans(), foreign_sets, matcher_maps())
+def test_generated_pages_are_answered_alike(
+    generated: tuple[Any, bytes], native: bool, foreign: set[tuple[str, str, str]],
+    matchers: dict[str, SessionMatcher],
+) -> None:
+    page, body = generated
+    answered = agree(body, native, foreign, matchers)
+    if fast_path_expected(page, native):
+        assert answered, f"the scanner left a plain page to the Python path: {body!r}"
+
+
+READ_KEYS = {
+    *ITEM_KEYS, "attachments", "data", "results", "memories", "raw_messages", *EVEROS
+} - {"base64", "nested", "photo.png", "extra"}
+
+
+class _Choices:
+    """A stream of numbers 0..99 drawn by Hypothesis (so failures shrink), read in a cycle."""
+
+    def __init__(self, numbers: list[int]) -> None:
+        self.numbers, self.at = numbers, 0
+
+    def __call__(self) -> int:
+        self.at += 1
+        return self.numbers[(self.at - 1) % len(self.numbers)]
+
+
+def _dumps_repeating(value: Any, choose: _Choices, decoys: list[Any], ascii_only: bool) -> str:
+    """JSON where some keys come twice: first with a decoy, then (winning) with the value."""
+    if isinstance(value, list):
+        return "[" + ",".join(_dumps_repeating(v, choose, decoys, ascii_only) for v in value) + "]"
+    if not isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=ascii_only)
+    members = []
+    added = bool(decoys) and choose() >= 50
+    if added:  # a key of its own, given twice: a decoy, then null
+        decoy = _dumps_repeating(decoys[choose() % len(decoys)], choose, [], ascii_only)
+        members += [f'"note":{decoy}', '"note":null']
+    for key, item in value.items():
+        if added and key == "note":
+            continue
+        name = json.dumps(key, ensure_ascii=ascii_only)
+        # a key the answer reads sends the page to Python when repeated: seldom (the rare
+        # side is the top, as Hypothesis favours small numbers)
+        if decoys and choose() >= (99 if key in READ_KEYS else 40):
+            decoy = decoys[choose() % len(decoys)]
+            members.append(f"{name}:{_dumps_repeating(decoy, choose, [], ascii_only)}")
+        members.append(f"{name}:{_dumps_repeating(item, choose, decoys, ascii_only)}")
+    return "{" + ",".join(members) + "}"
+
+
+@needs_scanner
+@settings(quick, max_examples=250)
+@given(pages(), st.lists(_often(mentions(), values, odds=3), min_size=1, max_size=4),
+       st.lists(st.integers(0, 99), min_size=1, max_size=64).map(_Choices),
+       st.booleans(), st.booleans(), foreign_sets, matcher_maps())
+def test_pages_with_repeated_keys_are_answered_alike(
+    page: Any, decoys: list[Any], choose: _Choices, ascii_only: bool, native: bool,
+    foreign: set[tuple[str, str, str]], matchers: dict[str, SessionMatcher],
+) -> None:
+    # JSON readers keep the last of repeated keys: an earlier value is gone, and neither read
+    # nor walked by the Python path.
+    body = _dumps_repeating(page, choose, decoys, ascii_only).encode()
+    agree(body, native, foreign, matchers)
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("number", [
+    "1e400", "-1e400", "1E+999", "1e308", "1.7976931348623157e+308", "1e-400", "5e-324",
+    "123456789012345678901234567890", "1" * 400, "0." + "1" * 60, "-0", "-0.0", "1E2", "1e05",
+])
+def test_numbers_are_read_alike(number: str, native: bool) -> None:
+    for body in (
+        '{"results":[{"score":' + number + ',"id":1,"x":[' + number + "]}]}",
+        '{"results":[{"id":' + number + "}]}",
+        '{"results":[],"total":' + number + "}",
+    ):
+        agree(body.encode(), native, set(), {})
+
+
+def _large_page(rnd: random.Random, names: list[str], items: int) -> dict[str, Any]:
+    def text() -> str:
+        words = [rnd.choice(["lorem", "IPSUM", ".", "x.PNG", "see", "é"]) for _ in range(5)]
+        if rnd.random() < 0.5:
+            words.insert(rnd.randrange(6), _recase(rnd.choice(names), rnd))
+        return " ".join(words)
+
+    def item(n: int) -> dict[str, Any]:
+        return {
+            "id": f"m{n}" if n % 3 else n, "session_id": rnd.choice(SESSIONS),
+            "app_id": rnd.choice(["default", "other"]), "episode": text(),
+            "metadata": {"note": [text() for _ in range(rnd.randrange(4))], "score": n / 7},
+            "base64": text(), "parts": [{"name": text()}, text()],
+        }
+
+    groups = {g: [item(n) for n in range(items)] for g in ("episodes", "profiles")}
+    return {"data": groups, "status": "ok"}
+
+
+@needs_scanner
+@pytest.mark.parametrize("seed", range(4))
+def test_large_pages_and_matchers_are_answered_alike(seed: int) -> None:
+    # past the scanner's first allocations (64 items, 256 strings, 16 table slots), with
+    # matchers of many names sharing extensions and lengths, reused from page to page
+    rnd = random.Random(seed)
+    names = [f"img-{n}.png" for n in range(300)] + [f"IMG_{n:03}.PNG" for n in range(50)] + NAMES
+    matchers = {
+        session: _build(1, [
+            {"name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{rnd.randrange(400)}"}
+            for name in rnd.sample(names, rnd.randrange(1, len(names)))
+        ])
+        for session in REAL_SESSIONS
+    }
+    foreign = {("other", "default", "s1"), ("default", "default", "foreign")}
+    matched = 0
+    for _ in range(3):
+        body = json.dumps(_large_page(rnd, names, rnd.randrange(50, 400))).encode()
+        for native in (False, True):
+            assert agree(body, native, foreign, matchers)
+            page = page_scan.scan(body, native)
+            first = scanned_answer(page, foreign, matchers, APP, PROJECT)
+            assert scanned_answer(page, foreign, matchers, APP, PROJECT) == first
+            matched += first[1]
+    assert matched > 100
+
+
+# --- fuzz: mutated bodies ----------------------------------------------------------------------
+
+SNIPPETS = [
+    b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf0\x9f",
+    b"\xef\xbb\xbf", b"[" * 600, b"{" * 300, b'[{"a":' * 300, b"\x00", b"\x01", b"\n", b"\x1f",
+    b"\x7f", b"\\ud800", b"\\udc00", b"\\ud800\\udc00", b"\\ud83d\\ude00", b"\\u00", b"\\x",
+    b'"', b"\\", b",", b":", b"{", b"}", b"[", b"]", b" ", b"-0", b"0", b"9", b"e", b".", b"-",
+    b"true", b"nul", b"NaN", b"Infinity", b'"base64":', b'"session_id":"s1",',
+    b'"session_id":1,', b'"id":1.5,', b'"id":-0,', b'"attachments":[],', b'"metadata":{},',
+    b'"results":[],', b'"data":{"episodes":[]},', b"PHOTO.PNG", b"\xe7\x85\xa7",
+    b"1e400", b"-1e999", b"1e+308", b"9" * 400, b"0." + b"1" * 50, b"1" * 30 + b".5",
+]
+
+
+# mutations that keep the JSON valid, mostly: text put inside a string, a number replaced
+IN_STRINGS = [
+    b"\\u002e", b"\\u002E", b".PNG", b"PHOTO.png", b"a.png", b"\\\\", b'\\"', b"\\n", b"\\/",
+    b"\\u0000", b"\\u212A", b"\\u0130", b"\\ud83d\\ude00", b"\\ud800", b"\\udc00x",
+    b"\xc3\xa9", b"\xe2\x84\xaa", b"\xc4\xb0", b"\xce\xa3", b"\xf0\x9f\x98\x80", b"\xff",
+    b"\xed\xa0\x80", b"\x01", b"\t", b"\x7f",
+]
+NUMBERS = [
+    b"1e400", b"-1e400", b"1E+999", b"1e308", b"1e99", b"1e-400", b"-0", b"-0.0", b"0", b"-8",
+    b"1E2", b"123456789012345678901234567890", b"9" * 400, b"0." + b"1" * 60, b"1.5", b"01",
+    b"1.", b".5", b"+1", b"--1", b"true", b"null", b'"7"', b"[]", b"{}",
+]
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
+
+
+@st.composite
+def mutations(draw: st.DrawFn) -> tuple[str, float, float, bytes]:
+    kind = draw(st.sampled_from(
+        ["string", "number", "string", "truncate", "flip", "insert", "delete", "byte"]
+    ))
+    pool = {"string": IN_STRINGS, "number": NUMBERS}.get(kind, SNIPPETS)
+    payload = draw(st.sampled_from(pool) | st.binary(min_size=1, max_size=3))
+    return kind, draw(st.floats(0, 1)), draw(st.floats(0, 1)), payload
+
+
+def _mutate(body: bytes, mutation: tuple[str, float, float, bytes]) -> bytes:
+    kind, where, inside, payload = mutation
+    if kind in ("string", "number"):
+        spans = [m.span() for m in _TOKENS.finditer(body)
+                 if (body[m.start():m.start() + 1] == b'"') == (kind == "string")]
+        if not spans:
+            return body
+        start, end = spans[min(int(where * len(spans)), len(spans) - 1)]
+        if kind == "number":
+            return body[:start] + payload + body[end:]
+        at = start + 1 + int(inside * (end - start - 2))
+        return body[:at] + payload + body[at:]
+    at = min(int(where * len(body)), len(body))
+    if kind == "truncate":
+        return body[:at]
+    if kind == "insert":
+        return body[:at] + payload + body[at:]
+    if kind == "delete":
+        return body[:at] + body[at + len(payload):]
+    if at == len(body):
+        return body
+    if kind == "flip":
+        return body[:at] + bytes([body[at] ^ (1 << payload[0] % 8)]) + body[at + 1:]
+    return body[:at] + payload[:1] + body[at + 1:]
+
+
+@needs_scanner
+@settings(quick, max_examples=200)
+@given(bodies(), st.lists(mutations(), min_size=1, max_size=4), foreign_sets, matcher_maps())
+def test_mutated_bodies_never_crash_and_agree(
+    generated: tuple[Any, bytes], changes: list[tuple[str, float, float, bytes]],
+    foreign: set[tuple[str, str, str]], matchers: dict[str, SessionMatcher],
+) -> None:
+    body = generated[1]
+    for change in changes:
+        body = _mutate(body, change)
+    for native in (False, True):
+        agree(body, native, foreign, matchers)
+
+
+@needs_scanner
+@settings(quick, max_examples=1000)
+@given(st.sampled_from([b"", b"{", b'{"results":[', b'{"data":{"episodes":[{']),
+       st.binary(max_size=64), st.booleans())
+def test_arbitrary_bytes_never_crash(prefix: bytes, tail: bytes, native: bool) -> None:
+    agree(prefix + tail, native, set(), {})
+
+
+@needs_scanner
+def test_only_bytes_are_scanned() -> None:
+    for wrong in ("{}", bytearray(b"{}"), memoryview(b"{}"), None):
+        with pytest.raises(TypeError):
+            page_scan.scan(wrong, False)  # type: ignore[arg-type]
+
+
+# --- the rules, one example each ---------------------------------------------------------------
+
+
+def _matchers(session: str = "s1", *names: str) -> dict[str, SessionMatcher]:
+    rows = [
+        {"name": name, "content_type": "image/png", "internal_uri": f"file:///{n}"}
+        for n, name in enumerate(names or ("photo.png",))
+    ]
+    return {session: _build(1, rows)}
+
+
+def _answer(
+    body: bytes | str, native: bool = False, matchers: Mapping[str, SessionMatcher] | None = None,
+    foreign: set[tuple[str, str, str]] | None = None,
+) -> tuple[Any, int]:
+    """The fast path's answer (checked against the Python path), parsed."""
+    body = body.encode() if isinstance(body, str) else body
+    matchers = _matchers() if matchers is None else matchers
+    assert agree(body, native, foreign or set(), matchers), "the scanner left the page"
+    page = page_scan.scan(body, native)
+    out, count = scanned_answer(page, foreign or set(), matchers, APP, PROJECT)
+    return json.loads(out), count
+
+
+def _names(answer: Any) -> list[list[str]]:
+    return [[a["name"] for a in r["attachments"]] for r in answer["results"]]
+
+
+@needs_scanner
+def test_a_filename_under_base64_is_not_matched() -> None:
+    answer, count = _answer(
+        '{"results":[{"session_id":"s1","base64":"photo.png",'
+        '"parts":[{"base64":["photo.png",{"x":"photo.png"}]},{"b\\u0061se64":"photo.png"}]}]}'
+    )
+    assert (_names(answer), count) == ([[]], 0)
+
+
+@needs_scanner
+def test_a_filename_only_in_a_dict_key_is_not_matched() -> None:
+    answer, count = _answer(
+        '{"results":[{"session_id":"s1","photo.png":1,"metadata":{"photo.png":"x"}}]}'
+    )
+    assert (_names(answer), count) == ([[]], 0)
+
+
+@needs_scanner
+def test_a_filename_in_metadata_is_matched() -> None:
+    answer, count = _answer(
+        '{"results":[{"session_id":"s1","metadata":{"note":["see PHOTO.png"]}}]}'
+    )
+    assert (_names(answer), count) == ([["photo.png"]], 1)
+
+
+@needs_scanner
+@pytest.mark.parametrize("text", ["photo\\u002epng", "\\u0050hoto.png", "PHOTO\\u002EPNG"])
+def test_an_escaped_filename_is_matched(text: str) -> None:
+    answer, count = _answer('{"results":[{"session_id":"s1","content":"' + text + '"}]}')
+    assert (_names(answer), count) == ([["photo.png"]], 1)
+
+
+@needs_scanner
+@pytest.mark.parametrize(("name", "text"), [
+    ("İstanbul.jpg", "İSTANBUL.JPG"), ("İstanbul.jpg", "istanbul.jpg"),
+    ("istanbul.jpg", "İstanbul.jpg"), ("\u212aELVIN.png", "kelvin.png"),
+    ("kelvin.png", "\u212aelvin.PNG"), ("kelvin.png", "\\u212aelvin.png"),
+    ("ΟΔΟΣ.txt", "οδοσ.txt"), ("ΟΔΟΣ.txt", "ΟΔΟΣ.TXT"), ("straße.doc", "STRASSE.DOC"),
+    ("ǅemo.png", "ǄEMO.PNG"), ("é.png", "e\u0301.png"),
+])
+def test_case_folding_is_pythons_str_lower(name: str, text: str) -> None:
+    answer, _ = _answer(
+        '{"results":[{"session_id":"s1","text":"' + text + '"}]}', matchers=_matchers("s1", name)
+    )
+    decoded = json.loads('"' + text + '"')
+    expected = [name] if name.lower() in decoded.lower() else []
+    assert _names(answer) == [expected]
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+def test_items_in_foreign_sessions_are_dropped(native: bool) -> None:
+    body = json.dumps({"data": {"episodes": [
+        {"id": "e1", "session_id": "s1", "episode": "photo.png"},
+        {"id": "e2", "session_id": "theirs", "episode": "photo.png"},
+        {"session_id": "s1", "app_id": "other", "episode": "x"},
+        {"metadata": {"session_id": "theirs"}, "episode": "photo.png"},
+    ]}})
+    foreign = {("default", "default", "theirs"), ("other", "default", "s1")}
+    answer, count = _answer(body, native, foreign=foreign)
+    if native:
+        assert [e["id"] for e in answer["data"]["episodes"]] == ["e1"]
+    else:
+        assert [r["id"] for r in answer["results"]] == ["e1"] and answer["total"] == 1
+    assert count == 1
+
+
+@needs_scanner
+def test_the_native_answer_keeps_the_engines_shape_and_adds_attachments() -> None:
+    body = json.dumps({
+        "status": "ok",
+        "data": {"episodes": [
+            {"id": 1, "session_id": "s1", "episode": "photo.png"},
+            "a bare string", {},
+            {"id": 2, "session_id": "theirs", "episode": "photo.png"},
+        ], "profiles": None, "memories": [{"x": "photo.png"}]},
+    })
+    answer, count = _answer(body, native=True, foreign={("default", "default", "theirs")})
+    attachment = {"type": "image", "name": "photo.png", "internal_uri": "file:///0"}
+    assert answer == {
+        "status": "ok",
+        "data": {"episodes": [
+            {"id": 1, "session_id": "s1", "episode": "photo.png", "attachments": [attachment]},
+            "a bare string", {"attachments": []},
+        ], "profiles": None, "memories": [{"x": "photo.png"}]},
+    }
+    assert count == 1
+
+
+@needs_scanner
+@pytest.mark.parametrize("body", [
+    '{"results":[{"session_id":"s1","session_id":"s2"}]}',
+    '{"results":[{"session_id":"s1","session_\\u0069d":"s2"}]}',
+    '{"results":[{"metadata":{"session_id":"s1","session_id":"s2"}}]}',
+    '{"results":[{"id":"a","id":"b"}]}',
+    '{"results":[],"results":[]}',
+])
+def test_a_repeated_key_the_answer_reads_is_left_to_python(body: str) -> None:
+    for native in (False, True):
+        assert page_scan.scan(body.encode(), native) is None
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("body", [
+    '{"results":[{"session_id":"s1","note":"photo.png","note":"nothing"}]}',
+    '{"results":[{"session_id":"s1","note":"nothing","note":"photo.png"}]}',
+    '{"results":[{"session_id":"s1","x":[{"note":"photo.png","note":1}]}]}',
+    '{"results":[{"session_id":"s1","metadata":{"note":"photo.png","note":null}}]}',
+    '{"results":[{"session_id":"s1","x":"photo.png","x":{"base64":"photo.png"}}]}',
+    '{"results":[{"session_id":"s1","content":"x"}],"status":1,"status":2}',
+])
+def test_a_repeated_key_the_answer_does_not_read_keeps_its_last_value(
+    body: str, native: bool
+) -> None:
+    agree(body.encode(), native, set(), _matchers())
+
+
+@needs_scanner
+@pytest.mark.parametrize("identifier", ["-8", "-1", "-10", "0", "7", "-123456789012345678901"])
+def test_integer_ids_are_answered_by_the_scanner(identifier: str) -> None:
+    # only -0 is left to Python (str(int("-0")) is "0"): every other integer is quoted as sent
+    answer, _ = _answer('{"results":[{"id":' + identifier + ',"session_id":"s1"}]}')
+    assert answer["results"][0]["id"] == identifier
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("long_number", ["", ',"n":1234567890123456789012'])
+def test_deep_nesting_is_answered_alike_up_to_the_limit(native: bool, long_number: str) -> None:
+    # 512 levels for the scanner (the envelope, the container and the item count); a run of
+    # 19 digits sends the Python path to the standard library's reader, which recurses
+    def body(levels: int) -> bytes:
+        nested = "[" * levels + '"PHOTO.png"' + "]" * levels
+        return ('{"results":[{"session_id":"s1","x":' + nested + long_number + "}]}").encode()
+
+    matchers = _matchers()
+    assert agree(body(509), native, set(), matchers)
+    assert _answer(body(509), native)[1] == 1
+    for levels in (510, 600, 100_000):
+        assert page_scan.scan(body(levels), native) is None
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("body", [
+    b'{"results":[{ }]}', b'{"results":[{\r\n\t}]}', b'{"results":[{"a":1 }]}',
+    b'\t{"results" :\n[ {"session_id" : "s1" , "x" : "PHOTO.PNG"\r\n} , "s" ] }\n',
+    b'{"data":{"profiles":[{"session_id":"s1"}],"episodes":[{"session_id":"s1","x":"a.png"}]}}',
+    b'{"results":[1],"data":{"episodes":[{"session_id":"s1","x":"photo.png"}],'
+    b'"profiles":[{"session_id":"s1","y":"photo.png"}],"memories":[{"z":"photo.png"}]}}',
+])
+def test_whitespace_and_container_order_are_kept(body: bytes, native: bool) -> None:
+    assert agree(body, native, set(), _matchers("s1", "photo.png", "a.png"))
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+def test_pretty_printed_bodies_give_the_same_answer(native: bool) -> None:
+    page = {"data": {"episodes": [
+        {"id": "e1", "session_id": "s1", "episode": "PHOTO.png", "metadata": {"score": 0.5}},
+        {"id": 7, "session_id": "s1", "summary": "nothing", "nested": [{"a": []}, {}]},
+        {}, [], "photo.png",
+    ]}, "status": {"code": 0}}
+    compact = _answer(json.dumps(page, separators=(",", ":")), native)
+    assert _answer(json.dumps(page, indent=2), native) == compact
+    assert _answer(json.dumps(page, indent=2, ensure_ascii=False), native) == compact
