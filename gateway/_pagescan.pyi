@@ -1,4 +1,4 @@
-"""Types of the C page scanner (gateway/_pagescan.c)."""
+"""Types of the C page scanner (gateway/_pagescan_c/)."""
 
 class Matcher:
     def __init__(self, names: list[str], entries: list[list[tuple[int, bytes]]]) -> None: ...

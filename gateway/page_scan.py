@@ -1,4 +1,4 @@
-"""The C accelerator for search pages (gateway/_pagescan.c), when it was built.
+"""The C accelerator for search pages (gateway/_pagescan_c/), when it was built.
 
 `scan(body, native)` returns a page the accelerator can answer exactly as the Python path in
 gateway/search.py and gateway/attachment_index.py would, or None for anything else (invalid or

@@ -1,4 +1,4 @@
-"""The C page scanner (gateway/_pagescan.c) answers exactly as the Python path does.
+"""The C page scanner (gateway/_pagescan_c/) answers exactly as the Python path does.
 
 For every body: whenever `page_scan.scan(body, native)` gives a page, the reference path
 (gateway/search.py, gateway/search_answers.python_answer) must not raise, and both answers must
@@ -30,7 +30,7 @@ from gateway.search_answers import python_answer, scanned_answer, session_ids
 
 APP = PROJECT = "default"
 needs_scanner = pytest.mark.skipif(
-    not page_scan.AVAILABLE, reason="the C page scanner (gateway/_pagescan.c) was not built"
+    not page_scan.AVAILABLE, reason="the C page scanner (gateway/_pagescan_c/) was not built"
 )
 quick = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -45,7 +45,7 @@ def _compiler() -> str | None:
 def test_the_accelerator_is_built() -> None:
     if _compiler() is None:
         pytest.skip("no C compiler on PATH: the page scanner is optional and was not expected")
-    assert page_scan.AVAILABLE, "a C compiler is here, but gateway/_pagescan.c was not built"
+    assert page_scan.AVAILABLE, "a C compiler is here, but gateway/_pagescan_c/ was not built"
 
 
 # --- the two paths ----------------------------------------------------------------------------
