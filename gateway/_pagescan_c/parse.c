@@ -70,50 +70,68 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
     return 0;
 }
 
+/* The steps every object and array shares. `open_members` steps in at '{' or '[': 1 when a
+   member follows, 0 when it is empty (and closed). `next_member` after each member: 1 when
+   another follows, 0 at the close (stepped past). `read_key`: a member's key and colon. */
+static int open_members(Parser *p, char close) {
+    if (++p->depth > MAX_DEPTH) FAIL(p);
+    p->i++;
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        p->depth--;
+        return 0;
+    }
+    return 1;
+}
+
+static int next_member(Parser *p, char close) {
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+        p->i++;
+        skip_ws(p);
+        return 1;
+    }
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        p->depth--;
+        return 0;
+    }
+    FAIL(p);
+}
+
+static int read_key(Parser *p, Span *key) {
+    if (p->i >= p->n || p->s[p->i] != '"') FAIL(p);
+    if (lex_string(p, key) < 0) return -1;
+    skip_ws(p);
+    if (p->i >= p->n || p->s[p->i] != ':') FAIL(p);
+    p->i++;
+    skip_ws(p);
+    return 0;
+}
+
 /* Any JSON value; with `collect`, its strings (not keys, not under "base64") are walked. */
 static int parse_value(Parser *p, int collect, Span *out);
 
 static int parse_object(Parser *p, int collect, Span *out, int *members) {
     Py_ssize_t start = p->i, first_key = p->n_keys;
     uint64_t seen = 0;
-    int count = 0;
-    if (++p->depth > MAX_DEPTH) FAIL(p);
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-    } else {
-        for (;;) {
-            Span key, value;
-            if (p->i >= p->n || p->s[p->i] != '"') FAIL(p);
-            if (lex_string(p, &key) < 0) return -1;
-            skip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':') FAIL(p);
-            p->i++;
-            skip_ws(p);
-            int walk = collect;
-            if (walk) {
-                if (note_key(p, key, first_key, &seen) < 0) return -1;
-                int b64 = key_is(p, key, "base64");
-                if (b64 < 0) return -1;
-                walk = !b64;
-            }
-            if (parse_value(p, walk, &value) < 0) return -1;
-            count++;
-            skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                skip_ws(p);
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == '}') {
-                p->i++;
-                break;
-            }
-            FAIL(p);
+    int count = 0, more = open_members(p, '}');
+    while (more > 0) {
+        Span key, value;
+        if (read_key(p, &key) < 0) return -1;
+        int walk = collect;
+        if (walk) {
+            if (note_key(p, key, first_key, &seen) < 0) return -1;
+            int b64 = key_is(p, key, "base64");
+            if (b64 < 0) return -1;
+            walk = !b64;
         }
+        if (parse_value(p, walk, &value) < 0) return -1;
+        count++;
+        more = next_member(p, '}');
     }
-    p->depth--;
+    if (more < 0) return -1;
     p->n_keys = first_key;
     out->start = start;
     out->end = p->i;
@@ -125,29 +143,13 @@ static int parse_object(Parser *p, int collect, Span *out, int *members) {
 
 static int parse_array(Parser *p, int collect, Span *out) {
     Py_ssize_t start = p->i;
-    if (++p->depth > MAX_DEPTH) FAIL(p);
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
-        p->i++;
-    } else {
-        for (;;) {
-            Span value;
-            if (parse_value(p, collect, &value) < 0) return -1;
-            skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                skip_ws(p);
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == ']') {
-                p->i++;
-                break;
-            }
-            FAIL(p);
-        }
+    int more = open_members(p, ']');
+    while (more > 0) {
+        Span value;
+        if (parse_value(p, collect, &value) < 0) return -1;
+        more = next_member(p, ']');
     }
-    p->depth--;
+    if (more < 0) return -1;
     out->start = start;
     out->end = p->i;
     out->kind = K_ARR;
@@ -176,29 +178,15 @@ static int parse_value(Parser *p, int collect, Span *out) {
     }
 }
 
-/* An object whose members named in `keys` are recorded in `spans` (a repeat of one: bail). */
+/* An object whose members named in `wanted` are recorded in `spans`; any repeated key: bail. */
 static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, Item *item) {
     Py_ssize_t first_key = p->n_keys;
     uint64_t seen = 0;
     uint32_t heads = 0;
-    int count = 0;
-    if (++p->depth > MAX_DEPTH) FAIL(p);
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-        p->depth--;
-        *members = 0;
-        return 0;
-    }
-    for (;;) {
+    int count = 0, more = open_members(p, '}');
+    while (more > 0) {
         Span key, value;
-        if (p->i >= p->n || p->s[p->i] != '"') FAIL(p);
-        if (lex_string(p, &key) < 0) return -1;
-        skip_ws(p);
-        if (p->i >= p->n || p->s[p->i] != ':') FAIL(p);
-        p->i++;
-        skip_ws(p);
+        if (read_key(p, &key) < 0) return -1;
         int at = head_index(p, key);
         if (at == -2) return -1;
         if (at >= 0) { /* a field name: repeats found by a bit per name */
@@ -212,7 +200,6 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
             /* the item's metadata: walked, and its own fields recorded */
             int inner;
             Py_ssize_t start = p->i;
-            if (spans[H_METADATA].kind) FAIL(p);
             if (parse_fields(p, item->meta, META_MASK, &inner, NULL) < 0) return -1;
             value.start = start;
             value.end = p->i;
@@ -224,29 +211,15 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
             if (b64 < 0) return -1;
             if (parse_value(p, !b64, &value) < 0) return -1;
         }
-        if (known) {
-            if (spans[at].kind) FAIL(p); /* a repeated key the result reads */
-            spans[at] = value;
-        }
+        if (known) spans[at] = value;
         count++;
-        skip_ws(p);
-        if (p->i < p->n && p->s[p->i] == ',') {
-            p->i++;
-            skip_ws(p);
-            continue;
-        }
-        if (p->i < p->n && p->s[p->i] == '}') {
-            p->i++;
-            break;
-        }
-        FAIL(p);
+        more = next_member(p, '}');
     }
-    p->depth--;
+    if (more < 0) return -1;
     p->n_keys = first_key;
     *members = count;
     return 0;
 }
-
 
 static int parse_item(Parser *p, int container) {
     Item *item = new_item(p);
@@ -288,28 +261,12 @@ static int parse_container(Parser *p, int which) {
     c->kind = K_ARR;
     c->start = p->i;
     c->first = p->n_items;
-    if (++p->depth > MAX_DEPTH) FAIL(p);
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
-        p->i++;
-    } else {
-        for (;;) {
-            if (parse_item(p, which) < 0) return -1;
-            skip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                skip_ws(p);
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == ']') {
-                p->i++;
-                break;
-            }
-            FAIL(p);
-        }
+    int more = open_members(p, ']');
+    while (more > 0) {
+        if (parse_item(p, which) < 0) return -1;
+        more = next_member(p, ']');
     }
-    p->depth--;
+    if (more < 0) return -1;
     c->end = p->i;
     c->count = p->n_items - c->first;
     return 0;
@@ -324,22 +281,10 @@ static const char *ROOT_KEYS[] = {"data", "results", "memories"};
 /* The members of an object, each either a container (by key) or skipped. */
 static int parse_envelope(Parser *p, const char **keys, const int *containers, int count,
                           int *data_kind) {
-    if (++p->depth > MAX_DEPTH) FAIL(p);
-    p->i++;
-    skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
-        p->depth--;
-        return 0;
-    }
-    for (;;) {
+    int more = open_members(p, '}');
+    while (more > 0) {
         Span key, value;
-        if (p->i >= p->n || p->s[p->i] != '"') FAIL(p);
-        if (lex_string(p, &key) < 0) return -1;
-        skip_ws(p);
-        if (p->i >= p->n || p->s[p->i] != ':') FAIL(p);
-        p->i++;
-        skip_ws(p);
+        if (read_key(p, &key) < 0) return -1;
         int at = key_index(p, key, keys, count);
         if (at == -2) return -1;
         if (at >= 0 && containers[at] < 0) { /* root "data" */
@@ -357,20 +302,9 @@ static int parse_envelope(Parser *p, const char **keys, const int *containers, i
         } else {
             if (parse_value(p, 0, &value) < 0) return -1;
         }
-        skip_ws(p);
-        if (p->i < p->n && p->s[p->i] == ',') {
-            p->i++;
-            skip_ws(p);
-            continue;
-        }
-        if (p->i < p->n && p->s[p->i] == '}') {
-            p->i++;
-            break;
-        }
-        FAIL(p);
+        more = next_member(p, '}');
     }
-    p->depth--;
-    return 0;
+    return more < 0 ? -1 : 0;
 }
 
 /* The whole body: an object with the containers somewhere in it, and nothing after it. */
