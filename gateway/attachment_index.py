@@ -1,9 +1,11 @@
 """Which of the caller's attachments occur in each search result (SPEC §9), with cached matchers.
 
-Per page: one query reads the owners and mapping versions of the sessions on it. Filename
-matchers are built once per (user, session) and reused until the session's `mappings_version`
-(bumped by database triggers on every mapping change) moves; only then are that session's
-mappings read again. Matching itself is linear in the bytes of `raw` (gateway/matching.py).
+Per page: one query reads the owners and mapping versions of the sessions on it, and none when
+nothing was committed since the same sessions were looked up (`Database.data_version`).
+Filename matchers are built once per (user, session) and reused until the session's
+`mappings_version` (bumped by database triggers on every mapping change) moves; only then are
+that session's mappings read again. Each matcher has a C twin for the page scanner
+(gateway/page_scan.py). Matching is linear in the bytes of `raw` (gateway/matching.py).
 """
 
 from __future__ import annotations

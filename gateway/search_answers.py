@@ -59,5 +59,5 @@ def scanned_answer(
             if session_id and (app or app_id, project or project_id, session_id) in foreign_scopes
         }
     native_matchers = {sid: m.native for sid, m in matchers.items() if m.native is not None}
-    out, matched = page.render(native_matchers, dropped)
-    return out, matched
+    answer: tuple[bytes, int] = page.render(native_matchers, dropped)
+    return answer

@@ -187,8 +187,8 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
     if not 200 <= status < 300:
         return relayed(status, headers, body)
     app_id, project_id = _scope(payload, "app_id"), _scope(payload, "project_id")
-    page = page_scan.scan(body, native) if dialect.page_scan and svc.settings.server.native_search \
-        else None
+    scanner = dialect.page_scan and svc.settings.server.native_search
+    page = page_scan.scan(body, native) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
         foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
         out, matched = scanned_answer(page, foreign, matchers, app_id, project_id)
