@@ -189,9 +189,7 @@ static Py_ssize_t find_names(Matcher *m, const unsigned char *text, Py_ssize_t l
         if (m->name_marks[index] == stamp || name->len > len) continue;
         const unsigned char *needle = names + name->offset;
         for (Py_ssize_t start = 0; start + name->len <= len; start++) {
-            Py_ssize_t q = 0;
-            while (q < name->len && (fold ? LOWER[text[start + q]] : text[start + q]) == needle[q]) q++;
-            if (q == name->len) {
+            if (same_name(text + start, needle, name->len, fold)) {
                 m->name_marks[index] = stamp;
                 m->hits[n_hits++] = index;
                 break;

@@ -98,6 +98,15 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
     return 0;
 }
 
+/* What the parser holds once the page has taken its items and strings (or on failure). */
+static void parser_free(Parser *p) {
+    PyMem_Free(p->items);
+    PyMem_Free(p->strs);
+    PyMem_Free(p->keys);
+    buf_free(&p->scratch);
+    buf_free(&p->scratch2);
+}
+
 PyObject *scan(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *body;
@@ -124,22 +133,20 @@ PyObject *scan(PyObject *module, PyObject *args) {
     page->n_selected = 0;
     page->sessions = NULL;
     memcpy(page->containers, p.containers, sizeof(p.containers));
-    p.items = NULL;
+    p.items = NULL; /* the page's now */
     p.strs = NULL;
-    for (Py_ssize_t k = 0; k < page->n_items; k++) page->items[k].session_id = NULL;
 
     /* which containers hold the results (gateway.search.find_items) */
     Container *c = page->containers;
-    int use[N_CONTAINERS] = {0};
-    page->everos = 0;
+    int everos = 0;
     if (data_kind == K_OBJ) {
-        for (int k = C_EPISODES; k <= C_UNPROCESSED; k++) page->everos |= c[k].present;
+        for (int k = C_EPISODES; k <= C_UNPROCESSED; k++) everos |= c[k].present;
     }
-    if (page->everos) {
+    if (everos) {
         for (int k = C_EPISODES; k <= C_UNPROCESSED; k++) {
             if (!c[k].present || c[k].kind == K_NULL) continue;
             if (c[k].kind != K_ARR) goto bail_page; /* "... is not a list": Python says so */
-            use[k] = 1;
+            c[k].used = 1;
         }
     } else {
         int found = -1;
@@ -148,10 +155,10 @@ PyObject *scan(PyObject *module, PyObject *args) {
         else if (data_kind == K_OBJ && c[C_DATA_MEMORIES].present) found = C_DATA_MEMORIES;
         else if (data_kind == K_OBJ && c[C_DATA_RAW_MESSAGES].present) found = C_DATA_RAW_MESSAGES;
         if (found < 0 || c[found].kind != K_ARR) goto bail_page;
-        use[found] = 1;
+        c[found].used = 1;
     }
     Py_ssize_t total = 0;
-    for (int k = 0; k < N_CONTAINERS; k++) total += use[k] ? c[k].count : 0;
+    for (int k = 0; k < N_CONTAINERS; k++) total += c[k].used ? c[k].count : 0;
     page->selected = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
     if (!page->selected) {
         PyErr_NoMemory();
@@ -162,7 +169,7 @@ PyObject *scan(PyObject *module, PyObject *args) {
     PyObject *seen = PySet_New(NULL);
     if (!seen) goto fail_page;
     for (int k = 0; k < N_CONTAINERS; k++) {
-        if (!use[k]) continue;
+        if (!c[k].used) continue;
         for (Py_ssize_t j = 0; j < c[k].count; j++) {
             Py_ssize_t at = c[k].first + j;
             Item *item = &page->items[at];
@@ -181,29 +188,19 @@ PyObject *scan(PyObject *module, PyObject *args) {
         }
     }
     Py_DECREF(seen);
-    buf_free(&p.scratch);
-    PyMem_Free(p.keys);
-    buf_free(&p.scratch2);
+    parser_free(&p);
     return (PyObject *)page;
 
 bail_page:
     Py_DECREF(page);
-    buf_free(&p.scratch);
-    PyMem_Free(p.keys);
-    buf_free(&p.scratch2);
+    parser_free(&p);
     Py_RETURN_NONE;
 fail_page:
     Py_DECREF(page);
-    buf_free(&p.scratch);
-    PyMem_Free(p.keys);
-    buf_free(&p.scratch2);
+    parser_free(&p);
     return NULL;
 fail:
-    PyMem_Free(p.items);
-    PyMem_Free(p.strs);
-    PyMem_Free(p.keys);
-    buf_free(&p.scratch2);
-    buf_free(&p.scratch);
+    parser_free(&p);
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
@@ -257,34 +254,32 @@ static int put_span(Buf *out, Page *page, Span sp) {
     return buf_put(out, page->s + sp.start, sp.end - sp.start);
 }
 
+/* The result's type without quotes: the item's own (escaped as sent) or its container's. */
+static int put_type(Buf *out, Page *page, Item *item) {
+    if (item->type.kind)
+        return buf_put(out, page->s + item->type.start, item->type.end - item->type.start);
+    const char *name = CONTAINER_TYPES[item->container];
+    return buf_put(out, name, (Py_ssize_t)strlen(name));
+}
+
 static int put_result(Page *page, Item *item, Py_ssize_t index, Matcher *m, Buf *out,
                       Buf *scratch, Py_ssize_t *count) {
-    const char *type_name = CONTAINER_TYPES[item->container];
     if (PUT_LIT(out, "{\"id\":") < 0) return -1;
     if (item->id.kind == K_STR) {
         if (put_span(out, page, item->id) < 0) return -1;
-    } else if (item->id_quoted) {
+    } else if (item->id_quoted) { /* an integer id, as str() writes it */
         if (PUT_LIT(out, "\"") < 0 || put_span(out, page, item->id) < 0 || PUT_LIT(out, "\"") < 0)
             return -1;
-    } else {
+    } else { /* "{type}:{position}" */
         char number[32];
         int written = snprintf(number, sizeof(number), ":%zd\"", index);
-        if (PUT_LIT(out, "\"") < 0) return -1;
-        if (item->type.kind) {
-            if (buf_put(out, page->s + item->type.start, item->type.end - item->type.start) < 0)
-                return -1;
-        } else if (buf_put(out, type_name, (Py_ssize_t)strlen(type_name)) < 0) {
+        if (PUT_LIT(out, "\"") < 0 || put_type(out, page, item) < 0 ||
+            buf_put(out, number, written) < 0)
             return -1;
-        }
-        if (buf_put(out, number, written) < 0) return -1;
     }
-    if (PUT_LIT(out, ",\"type\":") < 0) return -1;
-    if (item->type.kind) {
-        if (put_span(out, page, item->type) < 0) return -1;
-    } else if (PUT_LIT(out, "\"") < 0 || buf_put(out, type_name, (Py_ssize_t)strlen(type_name)) < 0 ||
-               PUT_LIT(out, "\"") < 0) {
+    if (PUT_LIT(out, ",\"type\":\"") < 0 || put_type(out, page, item) < 0 ||
+        PUT_LIT(out, "\"") < 0)
         return -1;
-    }
     if (PUT_LIT(out, ",\"content\":") < 0 || put_span(out, page, item->content) < 0 ||
         PUT_LIT(out, ",\"score\":") < 0 || put_span(out, page, item->score) < 0 ||
         PUT_LIT(out, ",\"session_id\":") < 0 || put_span(out, page, item->session) < 0 ||
@@ -359,10 +354,7 @@ static PyObject *Page_render(Page *self, PyObject *args) {
         int n_order = 0;
         for (int k = 0; k < N_CONTAINERS; k++) {
             Container *c = &self->containers[k];
-            int used = 0;
-            for (Py_ssize_t j = 0; j < self->n_selected && !used; j++)
-                used = self->items[self->selected[j]].container == k;
-            if (used) order[n_order++] = c;
+            if (c->used && c->count) order[n_order++] = c;
         }
         qsort(order, (size_t)n_order, sizeof(Container *), cmp_container);
         Py_ssize_t copied = 0;

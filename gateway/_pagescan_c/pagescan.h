@@ -94,6 +94,7 @@ extern const char *CONTAINER_TYPES[N_CONTAINERS];
 
 typedef struct {
     int present, kind;
+    int used; /* its items are the results (set once the shape is known) */
     Py_ssize_t start, end; /* the array's bytes, brackets included */
     Py_ssize_t first, count; /* its items in Parser.items */
 } Container;
@@ -139,7 +140,6 @@ typedef struct {
     Py_ssize_t *selected; /* indexes into items, in answer order */
     Py_ssize_t n_selected;
     Container containers[N_CONTAINERS];
-    int everos;
     PyObject *sessions;
 } Page;
 
