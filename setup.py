@@ -10,9 +10,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "gateway._pagescan",
-            sources=sorted(str(path) for path in Path("gateway/_pagescan_c").glob("*.c")),
-            depends=sorted(str(path) for path in Path("gateway/_pagescan_c").glob("*.h")),
+            "gateway.search._pagescan",
+            sources=sorted(str(path) for path in Path("gateway/search/_pagescan_c").glob("*.c")),
+            depends=sorted(str(path) for path in Path("gateway/search/_pagescan_c").glob("*.h")),
             # one optimisation unit across the files (the parser's calls into the lexer are hot)
             extra_compile_args=["-O2", "-flto", "-fvisibility=hidden"],
             extra_link_args=["-O2", "-flto"],

@@ -26,8 +26,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.app import create_app  # noqa: E402
-from gateway.auth import generate_key, hash_secret  # noqa: E402
 from gateway.config import Settings  # noqa: E402
+from gateway.identity.auth import generate_key, hash_secret  # noqa: E402
 from gateway.store import agents, conversations, keys, messages  # noqa: E402
 from gateway.store.cursors import Cursor, encode_cursor  # noqa: E402
 from gateway.store.database import Database, connect_sync  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import ROOT, fast_upstream, gateway, load, paired_ratios  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from gateway import page_scan  # noqa: E402
+from gateway.search import page_scan  # noqa: E402
 
 SESSIONS = 10
 ATTACHMENTS = 200

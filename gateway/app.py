@@ -18,24 +18,24 @@ import httpx
 from starlette.routing import BaseRoute, Match
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway import recovery
-from gateway.attachment_index import AttachmentIndex
-from gateway.auth import Authenticator
+from gateway.asgi import ClientDisconnected, header, send_error
+from gateway.attachments import recovery
+from gateway.attachments.files import FileStore
 from gateway.config import Settings
-from gateway.context import Services
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.files import FileStore
-from gateway.flavors import flavor_for
-from gateway.http import ClientDisconnected, header, send_error
+from gateway.identity.auth import Authenticator
+from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
-from gateway.ownership import OwnershipRules
-from gateway.proxy import Proxy
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
+from gateway.search.index import AttachmentIndex
+from gateway.services import Services
 from gateway.store import Database, agents
 from gateway.store import attachments as attachment_store
-from gateway.upstream import UPSTREAM_STATUS, create_upstream
+from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
+from gateway.upstream.flavors import flavor_for
+from gateway.upstream.proxy import Proxy
 
 log = logging.getLogger("gateway")
 access_log = AccessLog()

@@ -10,10 +10,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from gateway import logs, maintenance
-from gateway.auth import generate_key, hash_secret
+from gateway import logs
 from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
 from gateway.errors import ValidationFailed
+from gateway.identity.auth import generate_key, hash_secret
+from gateway.ops import maintenance
 from gateway.store import keys
 from gateway.store.database import connect_sync, migrate
 
@@ -57,7 +58,7 @@ def serve(settings: Settings) -> int:
 
     servers = []
     if not settings.upstream.base_url:
-        from gateway.dev_engine import create_dev_engine
+        from gateway.devengine.app import create_dev_engine
 
         port = settings.dev_engine.port
         dev_url = f"http://127.0.0.1:{port}"
@@ -88,7 +89,7 @@ def serve(settings: Settings) -> int:
 
 
 def dev_upstream(settings: Settings, host: str, port: int, database: str) -> int:
-    from gateway.dev_engine import create_dev_engine
+    from gateway.devengine.app import create_dev_engine
 
     server = _uvicorn_server(create_dev_engine(database), host, port, settings.server.log_level)
     log.warning("dev engine on http://%s:%d (a development default, not a memory product)",
@@ -165,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.verb == "doctor":  # it reports a broken configuration itself
-        from gateway.doctor import run as doctor
+        from gateway.ops.doctor import run as doctor
 
         return doctor(args.config)
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from gateway.context import Services
 from gateway.llm import LlmClient
+from gateway.services import Services
 from gateway.store import conversations, messages
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database

@@ -12,8 +12,8 @@ import respx
 from hypothesis import settings as hypothesis_settings
 
 from gateway.app import Gateway, create_app
-from gateway.auth import generate_key, hash_secret
 from gateway.config import Settings
+from gateway.identity.auth import generate_key, hash_secret
 from gateway.store import keys
 from gateway.store.database import connect_sync, migrate
 

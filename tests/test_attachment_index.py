@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.attachment_index import AttachmentIndex
+from gateway.search.index import AttachmentIndex
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, connect_sync

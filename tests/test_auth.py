@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.app import create_app
-from gateway.auth import USER_ID, validate_user_id
 from gateway.config import Settings
 from gateway.errors import ValidationFailed
+from gateway.identity.auth import USER_ID, validate_user_id
 from tests.conftest import client_for
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.dev_engine import create_dev_engine
+from gateway.devengine.app import create_dev_engine
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import respx
 
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
-from gateway.disambiguation import MAX_PROMPT_CHARS, parse_choice
+from gateway.resolution.disambiguation import MAX_PROMPT_CHARS, parse_choice
 from tests.conftest import client_for
 
 MODEL = "http://llm.test/v1"

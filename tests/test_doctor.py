@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import page_scan
+from gateway.search import page_scan
 from gateway.store.database import migrate
 from tests.processes import ROOT, dev_engine, free_port
 
@@ -144,8 +144,8 @@ def test_a_storage_root_that_is_a_file_fails(tmp_path: Path) -> None:
 
 
 def test_low_free_space_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway import doctor as checks
     from gateway.config import Settings
+    from gateway.ops import doctor as checks
 
     root = tmp_path / "storage"
     root.mkdir()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.files import FileStore, last_segment, safe_name
+from gateway.attachments.files import FileStore, last_segment, safe_name
 
 
 @settings(max_examples=2000)

@@ -6,10 +6,10 @@ import httpx
 import pytest
 import respx
 
-from gateway.attachments import attachment_items
+from gateway.attachments.add_body import attachment_items
 from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
-from gateway.flavors import FLAVORS
-from gateway.flavors.base import name_files
+from gateway.upstream.flavors import FLAVORS
+from gateway.upstream.flavors.base import name_files
 
 
 def test_unknown_flavour_stops_start_up_naming_the_key() -> None:

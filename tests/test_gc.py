@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import respx
 
+from gateway.attachments.files import path_from_uri
 from gateway.config import Settings
-from gateway.files import path_from_uri
-from gateway.gc import DiskEntry, Folder, RowState, Snapshot, plan
+from gateway.ops.gc import DiskEntry, Folder, RowState, Snapshot, plan
 from gateway.store.file_rows import FileRow
 from tests.attachment_helpers import PNG, engine_ok, files_under, rows
 

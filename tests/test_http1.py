@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
-from gateway.http1 import Http1Pool
+from gateway.upstream.native import Http1Pool
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

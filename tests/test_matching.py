@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.matching import FilenameMatcher, searchable_text, walk_strings
+from gateway.search.matching import FilenameMatcher, searchable_text, walk_strings
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),

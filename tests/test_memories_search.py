@@ -9,8 +9,8 @@ import httpx
 import pytest
 import respx
 
-from gateway import page_scan
 from gateway.config import Settings
+from gateway.search import page_scan
 from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
 
 B64 = base64.b64encode(PNG).decode()

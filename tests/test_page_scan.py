@@ -1,7 +1,8 @@
-"""The C page scanner (gateway/_pagescan_c/) answers exactly as the Python path does.
+"""The C page scanner (gateway/search/_pagescan_c/) answers exactly as the Python path does.
 
 For every body: whenever `page_scan.scan(body, native)` gives a page, the reference path
-(gateway/search.py, gateway/search_answers.python_answer) must not raise, and both answers must
+(gateway/search/items.py, gateway/search/answers.python_answer)
+must not raise, and both answers must
 parse to the same JSON with the same number of attachments attached. `scan` must never crash on
 any bytes; it may always hand a page back to the Python path (None), but for pages made only of
 plain values it must not, or the fast path would never run.
@@ -22,15 +23,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway import jsonio, page_scan
-from gateway.attachment_index import SessionMatcher, _build
+from gateway import jsonio
 from gateway.errors import UpstreamBadResponse
-from gateway.search import find_items
-from gateway.search_answers import python_answer, scanned_answer, session_ids
+from gateway.search import page_scan
+from gateway.search.answers import python_answer, scanned_answer, session_ids
+from gateway.search.index import SessionMatcher, _build
+from gateway.search.items import find_items
 
 APP = PROJECT = "default"
 needs_scanner = pytest.mark.skipif(
-    not page_scan.AVAILABLE, reason="the C page scanner (gateway/_pagescan_c/) was not built"
+    not page_scan.AVAILABLE, reason="the C page scanner (gateway/search/_pagescan_c/) was not built"
 )
 quick = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
@@ -45,7 +47,8 @@ def _compiler() -> str | None:
 def test_the_accelerator_is_built() -> None:
     if _compiler() is None:
         pytest.skip("no C compiler on PATH: the page scanner is optional and was not expected")
-    assert page_scan.AVAILABLE, "a C compiler is here, but gateway/_pagescan_c/ was not built"
+    assert page_scan.AVAILABLE, (
+        "a C compiler is here, but gateway/search/_pagescan_c/ was not built")
 
 
 # --- the two paths ----------------------------------------------------------------------------
@@ -319,7 +322,7 @@ def pages(draw: st.DrawFn) -> Any:
         page[shape] = draw(item_lists)
     elif shape.startswith("data."):
         page["data"] = {shape[5:]: draw(item_lists)}
-    elif shape == "mixed":  # several containers: the first in gateway/search.py's order wins
+    elif shape == "mixed":  # several containers: the first in gateway/search/items.py's order wins
         chosen = st.lists(st.sampled_from(["results", "memories", "data"]), min_size=1, unique=True)
         for key in draw(chosen):
             if key == "data":

@@ -9,8 +9,8 @@ import httpx
 import respx
 
 from gateway.app import create_app
+from gateway.attachments.files import FileStore, file_uri
 from gateway.config import Settings
-from gateway.files import FileStore, file_uri
 from gateway.store import Database
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
@@ -64,7 +64,7 @@ async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
 async def test_a_failed_call_keeps_files_another_process_already_committed(
     settings: Settings, tmp_path: Path
 ) -> None:
-    from gateway import recovery
+    from gateway.attachments import recovery
 
     db = Database(settings.storage.database)
     await db.open()

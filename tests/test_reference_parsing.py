@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.reference_parsing import (
+from gateway.resolution.parsing import (
     Reference,
     normalise_text,
     parse_number,

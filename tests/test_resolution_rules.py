@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.resolution import (
+from gateway.resolution.resolver import (
     MODES,
     AssetInfo,
     CanvasNode,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from gateway.config import Settings
-from gateway.flavors import flavor_for
 from gateway.routes import (
     agent_memories,
     agents,
@@ -20,6 +19,7 @@ from gateway.routes import (
     resolve,
     resources,
 )
+from gateway.upstream.flavors import flavor_for
 
 PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS
 

@@ -9,7 +9,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
 from gateway.routes.common import api, json_body, json_response, query_params
 from gateway.routes.schema import (
     CamelModel,
@@ -20,6 +19,7 @@ from gateway.routes.schema import (
     cursor_param,
     refuse_null,
 )
+from gateway.services import services, user_id
 from gateway.store import agent_memories
 
 TYPE_MAX = 80

@@ -9,10 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
 from gateway.errors import NotFound, ValidationFailed
 from gateway.routes.common import api, json_body, json_response
 from gateway.routes.schema import CamelModel, CamelRequest, JsonObject, Text
+from gateway.services import services, user_id
 from gateway.store import assets
 from gateway.store.assets import MediaAsset, NewAsset, UnknownAssets
 

@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
 from gateway.errors import ValidationFailed
 from gateway.routes.common import api, json_body, json_response, query_params
 from gateway.routes.schema import (
@@ -24,6 +23,7 @@ from gateway.routes.schema import (
     Text,
     cursor_param,
 )
+from gateway.services import services, user_id
 from gateway.store import assets, resolutions, working_state
 from gateway.store.assets import UnknownAssets
 from gateway.store.cursors import encode_cursor

@@ -9,10 +9,10 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.context import services
+from gateway.asgi import read_body
 from gateway.errors import ValidationFailed
-from gateway.http import read_body
-from gateway.proxy import response_headers
+from gateway.services import services
+from gateway.upstream.proxy import response_headers
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -9,13 +9,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
 from gateway.errors import NotFound
 from gateway.routes.agent_memories import MemoryOut
 from gateway.routes.common import api, json_response, query_params
 from gateway.routes.conversations import MessageOut
 from gateway.routes.facts import FactOut
 from gateway.routes.schema import CamelModel
+from gateway.services import services, user_id
 from gateway.store import agent_memories, agents, conversations, facts, messages
 
 

@@ -12,7 +12,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import summariser
-from gateway.context import services, user_id
 from gateway.errors import ValidationFailed
 from gateway.routes.common import (
     api,
@@ -33,6 +32,7 @@ from gateway.routes.schema import (
     Text,
     cursor_param,
 )
+from gateway.services import services, user_id
 from gateway.store import agents, conversations, messages
 
 MAX_ATTACHMENTS = 9

@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
 from gateway.errors import ValidationFailed
 from gateway.routes.common import api, json_body, json_response, query_params
 from gateway.routes.schema import (
@@ -28,6 +27,7 @@ from gateway.routes.schema import (
     cursor_param,
     refuse_null,
 )
+from gateway.services import services, user_id
 from gateway.store import facts
 
 Scope = Literal["global", "image", "video", "canvas", "detail"]

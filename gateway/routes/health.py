@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services
 from gateway.errors import GatewayError
 from gateway.routes.common import api, json_response
+from gateway.services import services
 
 READY_PROBE_PATH = "/health"
 

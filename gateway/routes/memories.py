@@ -21,19 +21,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import jsonio, page_scan, recovery
-from gateway.attachments import AttachmentItem, attachment_items, decode_inline
-from gateway.context import Services, request_id, services, user_id
+from gateway import jsonio
+from gateway.attachments import recovery
+from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
+from gateway.attachments.files import file_uri, safe_name
 from gateway.errors import UpstreamBadResponse, ValidationFailed
-from gateway.files import file_uri, safe_name
-from gateway.flavors import ADD, Dialect, Flavor, NativeRoute
-from gateway.flavors.base import AddScope, everos_scope
 from gateway.ids import new_id
-from gateway.proxy import upstream_headers
 from gateway.routes.common import api, body_bytes, parse_json, relayed
-from gateway.search_answers import python_answer, scanned_answer, session_ids
+from gateway.search import page_scan
+from gateway.search.answers import python_answer, scanned_answer, session_ids
+from gateway.services import Services, request_id, services, user_id
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
+from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors.base import AddScope, everos_scope
+from gateway.upstream.proxy import upstream_headers
 
 ADD_PATH = "/memories/add"
 SEARCH_PATH = "/memories/search"

@@ -6,10 +6,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services
 from gateway.errors import NotFound
 from gateway.metrics import CONTENT_TYPE
 from gateway.routes.common import api
+from gateway.services import services
 
 OPENAPI_KEY = "openapi_document"
 

@@ -15,9 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import services, user_id
-from gateway.disambiguation import disambiguate
-from gateway.resolution import (
+from gateway.resolution.disambiguation import disambiguate
+from gateway.resolution.resolver import (
     AssetInfo,
     CanvasNode,
     Decision,
@@ -34,6 +33,7 @@ from gateway.routes.chats import (
 )
 from gateway.routes.common import api, json_body, json_response
 from gateway.routes.schema import CamelModel, CamelRequest, Text
+from gateway.services import services, user_id
 from gateway.store import assets, resolutions, working_state
 from gateway.store.assets import MediaAsset
 from gateway.store.database import Database

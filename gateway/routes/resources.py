@@ -11,19 +11,19 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from gateway import recovery
-from gateway.attachments import OCTET_STREAM, guess_type
-from gateway.context import Services, services, user_id
+from gateway.attachments import recovery
+from gateway.attachments.add_body import OCTET_STREAM, guess_type
+from gateway.attachments.files import file_uri, last_segment, path_from_uri, safe_name
+from gateway.attachments.uploads import receive_upload
 from gateway.errors import NotFound, ValidationFailed
-from gateway.files import file_uri, last_segment, path_from_uri, safe_name
-from gateway.flavors import AddScope, flavor_for
 from gateway.ids import new_id, now_ms
 from gateway.routes.common import api, json_response, query_params, relayed
+from gateway.services import Services, services, user_id
 from gateway.store import attachments, resources
 from gateway.store.attachments import RESOURCE_SOURCE, Intent, new_mapping
 from gateway.store.cursors import decode_cursor, encode_cursor
 from gateway.store.resources import Resource
-from gateway.uploads import receive_upload
+from gateway.upstream.flavors import AddScope, flavor_for
 
 MAX_SCOPE_CHARS = 128
 

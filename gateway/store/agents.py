@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import NotFound
+from gateway.identity.ownership import AgentCheck
 from gateway.ids import new_id, now_ms
-from gateway.ownership import AgentCheck
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Transaction
 

@@ -2,7 +2,7 @@
 
 An intent is written before the engine is called and holds everything needed to finish the work
 (mappings to make, a resource row, files written). Success settles it into rows; failure deletes
-it; a crash leaves it, and gateway/recovery.py settles it at the next start-up.
+it; a crash leaves it, and gateway/attachments/recovery.py settles it at the next start-up.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gateway.app import create_app
+from gateway.attachments.files import MAX_NAME_BYTES, last_segment, safe_name
 from gateway.config import Settings
-from gateway.files import MAX_NAME_BYTES, last_segment, safe_name
-from gateway.matching import normalise_label, searchable_text, walk_strings
+from gateway.search.matching import normalise_label, searchable_text, walk_strings
 from tests.conftest import ENGINE, create_key
 from tests.reliability.scripted_engine import EMPTY_SEARCH
 

@@ -1,0 +1,1 @@
+"""Who is calling and what they may name: API keys and the body identity checks (SPEC §3)."""

@@ -1,0 +1,1 @@
+"""Operator verbs outside the request path: doctor, gc and the maintenance commands."""

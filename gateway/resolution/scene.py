@@ -1,0 +1,276 @@
+"""One turn as the resolver sees it (`ResolutionInput`) and what each parsed reference points at
+in it: the selection, the canvas, the uploads, the results and the version chains. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gateway.resolution.canvas import CanvasLayout, CanvasNode, canvas_layout
+from gateway.resolution.parsing import Reference, parse_references
+
+
+@dataclass(frozen=True)
+class AssetInfo:
+    id: str
+    root_asset_id: str
+    primary_parent_asset_id: str | None
+    source_type: str
+    media_type: str
+    created_at_ms: int
+    display_name: str | None = None
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkingState:
+    current_focus_asset_id: str | None
+    selected_asset_ids: tuple[str, ...]
+    last_uploaded_asset_ids: tuple[str, ...]
+    last_generated_asset_ids: tuple[str, ...]
+    last_referenced_asset_ids: tuple[str, ...]
+    last_resolved_asset_ids: tuple[str, ...]
+    active_canvas_node_ids: tuple[str, ...]
+    turn_count: int
+
+
+@dataclass(frozen=True)
+class ResolutionInput:
+    text: str
+    uploaded_asset_ids: tuple[str, ...]
+    # contextPayload.selectedAssetIds plus the assetIds of selected canvas nodes
+    selected_asset_ids: tuple[str, ...]
+    selected_node_ids: tuple[str, ...]
+    focus_policy: str  # auto|selected|latest_result|original
+    canvas_nodes: tuple[CanvasNode, ...]
+    # every asset of this user's chat known to the caller; ids outside it are never returned
+    assets: Mapping[str, AssetInfo]
+    working_state: WorkingState
+    latest_result_ids: tuple[str, ...]  # the most recent turn result, registration order
+    last_multi_result_ids: tuple[str, ...]  # the most recent turn with several results
+
+
+# ----------------------------------------------------------------------------------------- scene
+
+
+def unique_ids(ids: Iterable[str | None]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(i for i in ids if i is not None))
+
+
+@dataclass(frozen=True)
+class Scene:
+    inp: ResolutionInput
+    refs: tuple[Reference, ...]
+    layout: CanvasLayout | None
+    selection: tuple[str, ...]
+
+    def known(self, ids: Iterable[str | None]) -> tuple[str, ...]:
+        return tuple(i for i in unique_ids(ids) if i in self.inp.assets)
+
+    @property
+    def ws(self) -> WorkingState:
+        return self.inp.working_state
+
+    @property
+    def canvas_ids(self) -> tuple[str, ...]:
+        return self.known(n.assetId for n in self.layout.reading_order) if self.layout else ()
+
+    @property
+    def latest(self) -> tuple[str, ...]:
+        return self.known(self.inp.latest_result_ids)
+
+    @property
+    def focus(self) -> tuple[str, ...]:
+        return self.known([self.ws.current_focus_asset_id])
+
+    @property
+    def anchors(self) -> tuple[str, ...]:
+        """What "the original" / "the previous version" is taken of, even a negated selection."""
+        ws = self.ws
+        for group in (
+            self.selection,
+            self.focus,
+            self.latest,
+            self.known(ws.last_resolved_asset_ids),
+            self.known(ws.last_generated_asset_ids),
+            self.known(ws.last_uploaded_asset_ids),
+        ):
+            if group:
+                return group
+        return ()
+
+    def root(self, asset_id: str) -> str:
+        asset = self.inp.assets[asset_id]
+        if asset.root_asset_id in self.inp.assets:
+            return asset.root_asset_id
+        seen = {asset_id}
+        while (parent := self.parent(asset.id)) is not None and parent not in seen:
+            asset = self.inp.assets[parent]
+            seen.add(parent)
+        return asset.id
+
+    def parent(self, asset_id: str) -> str | None:
+        parent = self.inp.assets[asset_id].primary_parent_asset_id
+        return parent if parent in self.inp.assets else None
+
+    def with_role(self, role: str) -> tuple[Reference, ...]:
+        return tuple(r for r in self.refs if r.role == role)
+
+
+def build_scene(inp: ResolutionInput) -> Scene:
+    selected_nodes = set(inp.selected_node_ids)
+    from_canvas = [
+        n.assetId for n in inp.canvas_nodes if n.isSelected or n.nodeId in selected_nodes
+    ]
+    selection = unique_ids([*inp.selected_asset_ids, *from_canvas])
+    refs = parse_references(inp.text).references
+    layout = canvas_layout(inp.canvas_nodes)
+    return Scene(inp, refs, layout, tuple(i for i in selection if i in inp.assets))
+
+
+# ------------------------------------------------------------------------- resolving references
+
+
+@dataclass(frozen=True)
+class Match:
+    ids: tuple[str, ...] = ()
+    tied: bool = False  # several images match words that name one
+    problem: str | None = None  # why the words cannot be resolved
+
+
+def resolve_reference(scene: Scene, ref: Reference, plural: bool) -> Match:
+    several = plural or ref.plural or bool(ref.count)
+    if ref.kind == "position":
+        return _resolve_position(scene, ref, several)
+    if ref.kind == "ordinal":
+        return _resolve_ordinal(scene, ref)
+    if ref.kind == "chain":
+        return _resolve_chain(scene, ref, several)
+    if ref.kind == "selection":
+        if ref.value == "this":  # the selection, else whatever is in focus
+            ids = scene.selection or scene.focus or scene.latest
+        else:  # the selection, else the one remembered from an earlier turn
+            ids = scene.selection or scene.known(scene.ws.selected_asset_ids)
+        if not ids:
+            return Match(problem=f"the text refers to {ref.describe()} but nothing is selected")
+        return Match(ids, tied=ref.value == "this" and len(ids) > 1 and not several)
+    if ref.kind == "upload":
+        ids = scene.known(scene.inp.uploaded_asset_ids) or scene.known(
+            scene.ws.last_uploaded_asset_ids
+        )
+        if not ids:
+            return Match(problem="the text refers to an uploaded image but there is none")
+        return Match(ids, tied=len(ids) > 1 and not several)
+    if ref.kind == "batch":
+        return resolve_batch(scene, ref)
+    return Match(problem="the text refers to the other image without saying which it is not")
+
+
+def _scope_ids(scene: Scene, ref: Reference) -> Match:
+    assert ref.scope is not None
+    return resolve_reference(scene, ref.scope, plural=True)
+
+
+def _resolve_position(scene: Scene, ref: Reference, several: bool) -> Match:
+    layout = scene.layout
+    if ref.scope is not None:
+        scope = _scope_ids(scene, ref)
+        if scope.problem:
+            return scope
+        wanted = set(scope.ids)
+        layout = canvas_layout(n for n in scene.inp.canvas_nodes if n.assetId in wanted)
+    if layout is None:
+        return Match(problem=f"the text refers to {ref.describe()} but no canvas images are known")
+    ids = scene.known(n.assetId for n in layout.at(ref.value))
+    if not ids:
+        return Match(problem=f"{ref.describe()} on the canvas is not a registered asset")
+    if ref.count and ref.count != len(ids):
+        return Match(
+            problem=f"the text names {ref.count} {ref.value} images but {len(ids)} are there"
+        )
+    return Match(ids, tied=len(ids) > 1 and not several)
+
+
+def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
+    sequence: list[str | None]
+    if ref.scope is not None:
+        scope = _scope_ids(scene, ref)
+        if scope.problem:
+            return scope
+        on_canvas = [n.assetId for n in scene.layout.reading_order] if scene.layout else []
+        sequence = [*unique_ids(i for i in on_canvas if i in scope.ids), *scope.ids]
+        sequence = list(unique_ids(sequence))
+    elif scene.layout is not None:
+        sequence = [
+            n.assetId if n.assetId in scene.inp.assets else None for n in scene.layout.reading_order
+        ]
+    elif scene.inp.last_multi_result_ids or scene.inp.latest_result_ids:
+        group = scene.inp.last_multi_result_ids or scene.inp.latest_result_ids
+        sequence = [i if i in scene.inp.assets else None for i in group]
+    else:
+        return Match(problem=f"the text refers to {ref.describe()} but there is nothing to count")
+    index, count = ref.index or 1, ref.count or 1
+    start = index - 1 if index > 0 else len(sequence) + index + 1 - count
+    if start < 0 or start + count > len(sequence):
+        there = f"there {'is' if len(sequence) == 1 else 'are'} only {image_count(len(sequence))}"
+        return Match(problem=f"the text refers to {ref.describe()} but {there}")
+    picked = sequence[start : start + count]
+    if any(i is None for i in picked):
+        return Match(problem=f"{ref.describe()} is not a registered asset")
+    return Match(unique_ids(picked))
+
+
+def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:
+    if ref.value == "latest":
+        ids = scene.latest or scene.known(scene.ws.last_generated_asset_ids)
+        if not ids:
+            return Match(problem="the text refers to the latest result but there is none yet")
+        return Match(ids, tied=len(ids) > 1 and not several)
+    if ref.scope is not None:
+        scope = _scope_ids(scene, ref)
+        if scope.problem:
+            return scope
+        anchors = scope.ids
+    else:
+        anchors = scene.anchors
+    if not anchors:
+        return Match(problem=f"the text refers to {ref.describe()} but no image is in focus")
+    if ref.value == "root":
+        return Match(unique_ids(scene.root(a) for a in anchors))
+    parents = unique_ids(scene.parent(a) for a in anchors)
+    if not parents:
+        return Match(problem="the text refers to the previous version but the image has none")
+    return Match(parents)
+
+
+def _groups(scene: Scene) -> tuple[tuple[str, ...], ...]:
+    ws = scene.ws
+    return (
+        scene.selection,
+        scene.canvas_ids,
+        scene.latest,
+        scene.known(scene.inp.last_multi_result_ids),
+        scene.known(ws.last_resolved_asset_ids),
+        scene.known(ws.last_generated_asset_ids),
+        scene.known(ws.last_uploaded_asset_ids),
+    )
+
+
+def resolve_batch(scene: Scene, ref: Reference) -> Match:
+    """ "这三张" / "all of them": the first group on show with that many (or several) images."""
+    for group in _groups(scene):
+        if (ref.count and len(group) == ref.count) or (not ref.count and len(group) > 1):
+            return Match(group)
+    return Match(
+        problem=f"the text refers to {ref.describe()} but no such group of images is known"
+    )
+
+
+def complement_pool(scene: Scene) -> tuple[str, ...]:
+    if scene.layout is not None:
+        return scene.canvas_ids
+    return scene.latest if len(scene.latest) > 1 else scene.known(scene.inp.last_multi_result_ids)
+
+
+def image_count(n: int) -> str:
+    return f"{n} image" + ("" if n == 1 else "s")

@@ -1,0 +1,32 @@
+/* The module gateway.search._pagescan: see pagescan.h for what it does. */
+
+#include "pagescan.h"
+
+unsigned char LOWER[256];
+
+static PyMethodDef module_methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(body, native) -> Page | None"},
+    {NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "gateway.search._pagescan",
+    .m_doc = "Search pages scanned, matched and written in one pass (the fast twin of "
+             "gateway/search/items.py).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC PyInit__pagescan(void) {
+    init_lex_tables();
+    for (int c = 0; c < 256; c++) LOWER[c] = (unsigned char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+    if (PyType_Ready(&PageType) < 0 || PyType_Ready(&MatcherType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Page", (PyObject *)&PageType) < 0 ||
+        PyModule_AddObjectRef(m, "Matcher", (PyObject *)&MatcherType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,236 @@
+/*
+ * gateway.search._pagescan: the search page in one pass (SPEC §9), the fast twin of gateway/search/items.py
+ * and gateway/search/index.py.
+ *
+ *   scan(body, native) -> Page | None
+ *       Validates the engine's JSON answer, finds the result items in the known containers
+ *       (SPEC §6, in gateway/search/items.py's order), records each item's byte span, the spans of
+ *       the fields a normalised result needs, and the spans of every string the matching walks
+ *       (values only, nothing under a "base64" key). None when the answer is anything the fast
+ *       path does not handle exactly like the Python path (invalid JSON, a missing or odd
+ *       container, duplicate keys where they matter, odd ids...): the caller then runs the
+ *       Python path, which is the reference and gives the errors.
+ *   Page.sessions -> list[str]           distinct session ids of the items, in order
+ *   Page.scopes() -> list[tuple]         (session_id, app_id, project_id) per item, None = absent
+ *   Page.render(matchers, dropped) -> (bytes, int) | None
+ *       The answer: `{"results": [...], "total": n}`, or in native mode the engine's own body
+ *       with each kept object item given "attachments" and dropped items removed. `raw` values
+ *       are the engine's bytes, copied. The int is the number of attachments attached.
+ *   Matcher(names, entries)
+ *       names: the session's lower-cased attachment names, sorted; entries[i]: the
+ *       (uri_number, attachment_json) pairs of names[i]. A name matches an item when it occurs,
+ *       case-insensitively, inside one of the item's walked strings.
+ */
+
+/* Shared declarations of the page scanner: tokens, buffers, the parser's records, the Page and
+   Matcher types. One file per part: buf.c, lex.c (JSON tokens), parse.c (the answer's shape),
+   page.c (the Page type: scan, scopes, render), matcher.c (names), module.c. */
+
+#ifndef PAGESCAN_H
+#define PAGESCAN_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 512
+
+enum { K_NONE = 0, K_STR, K_NUM, K_TRUE, K_FALSE, K_NULL, K_OBJ, K_ARR };
+#define F_ESC 1      /* string holds escapes */
+#define F_NONASCII 2 /* string holds non-ASCII characters (raw or escaped) */
+#define F_INT 4      /* number without fraction or exponent */
+
+typedef struct {
+    Py_ssize_t start, end; /* value bytes; for strings, the inside of the quotes */
+    int kind, flags;
+} Span;
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    PyObject *bytes; /* when set, `data` is this bytes object's buffer (the answer itself) */
+} Buf;
+
+int buf_grow(Buf *b, Py_ssize_t extra); /* room for `extra` more bytes, the slow way */
+void buf_free(Buf *b);
+int buf_bytes(Buf *b, Py_ssize_t cap);
+PyObject *buf_take(Buf *b);
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    return b->len + extra <= b->cap ? 0 : buf_grow(b, extra);
+}
+
+static inline int buf_put(Buf *b, const void *s, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, s, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+#define PUT_LIT(b, lit) buf_put((b), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* the page's records */
+
+enum {
+    H_ID, H_MEMORY_ID, H_EPISODE_ID, H_MESSAGE_ID, H_TYPE, H_MEMORY_TYPE, H_SESSION_ID,
+    H_APP_ID, H_PROJECT_ID, H_SCORE, H_RELATIVITY, H_CREATED_AT, H_TIMESTAMP, H_EPISODE,
+    H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT, H_DESCRIPTION, H_METADATA, H_ATTACHMENTS, N_HEAD
+};
+extern const char *HEAD_KEYS[N_HEAD];
+#define ALL_HEAD ((1u << N_HEAD) - 1)
+/* keys gateway/search/items.py reads inside `metadata` */
+#define META_MASK (1u << H_ID | 1u << H_MEMORY_ID | 1u << H_EPISODE_ID | 1u << H_MESSAGE_ID | \
+                   1u << H_SESSION_ID | 1u << H_SCORE | 1u << H_RELATIVITY | 1u << H_CREATED_AT | \
+                   1u << H_TIMESTAMP)
+
+/* containers, in the order gateway/search/items.py looks at them */
+enum { C_EPISODES, C_PROFILES, C_AGENT_CASES, C_AGENT_SKILLS, C_UNPROCESSED, C_RESULTS,
+       C_MEMORIES, C_DATA_MEMORIES, C_DATA_RAW_MESSAGES, N_CONTAINERS };
+extern const char *CONTAINER_TYPES[N_CONTAINERS];
+
+typedef struct {
+    int present, kind;
+    int used; /* its items are the results (set once the shape is known) */
+    Py_ssize_t start, end; /* the array's bytes, brackets included */
+    Py_ssize_t first, count; /* its items in Parser.items */
+} Container;
+
+typedef struct {
+    Span raw;
+    int container, members, has_meta;
+    Span head[N_HEAD];
+    Span meta[N_HEAD];
+    Py_ssize_t str_first, str_count;
+    /* resolved after the scan */
+    Span id, type, content, score, session, created_at;
+    int id_quoted; /* integer id: written inside quotes */
+    PyObject *session_id; /* str or NULL */
+} Item;
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t n, i;
+    int depth, bail;
+    Item *items;
+    Py_ssize_t n_items, cap_items;
+    Span *strs;
+    Py_ssize_t n_strs, cap_strs;
+    Span *keys; /* keys of the walked objects being read, innermost last */
+    Py_ssize_t n_keys, cap_keys;
+    Container containers[N_CONTAINERS];
+    Buf scratch, scratch2;
+} Parser;
+
+/* leave the page to the Python path */
+#define FAIL(p) do { (p)->bail = 1; return -1; } while (0)
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *body;
+    const unsigned char *s;
+    int native;
+    Item *items;
+    Py_ssize_t n_items;
+    Span *strs;
+    Py_ssize_t n_strs;
+    Py_ssize_t *selected; /* indexes into items, in answer order */
+    Py_ssize_t n_selected;
+    Container containers[N_CONTAINERS];
+    PyObject *sessions;
+} Page;
+
+typedef struct {
+    Py_ssize_t offset, len; /* into names */
+    uint64_t hash;
+} Name;
+
+typedef struct {
+    Py_ssize_t offset, len; /* ext bytes (with the dot) in names */
+    Py_ssize_t *lengths;    /* distinct byte lengths of names with this ext, ascending */
+    Py_ssize_t n_lengths;
+} Ext;
+
+typedef struct {
+    PyObject_HEAD
+    char *names; /* every name's lower-cased UTF-8 bytes */
+    Name *list;
+    Py_ssize_t n_names;
+    Py_ssize_t *table; /* open addressing: name index + 1, 0 = empty */
+    Py_ssize_t table_mask;
+    int table_shift; /* slot = hash >> table_shift */
+    Ext *exts;
+    Py_ssize_t n_exts;
+    Py_ssize_t *plain; /* names without an extension, found by substring search */
+    Py_ssize_t n_plain;
+    PyObject *entries; /* list of lists of (uri number, json bytes) */
+    Py_ssize_t n_uris;
+    /* per-render marks, so nothing is cleared between items */
+    uint64_t *name_marks, *uri_marks;
+    Py_ssize_t *hits;
+} Matcher;
+
+extern PyTypeObject PageType, MatcherType;
+
+/* ASCII upper case to lower case, every other byte unchanged (filled at import) */
+extern unsigned char LOWER[256];
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(x) (((x) - ONES) & ~(x) & HIGHS)
+
+static inline void skip_ws(Parser *p) {
+    const unsigned char *s = p->s;
+    Py_ssize_t i = p->i, n = p->n;
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    p->i = i;
+}
+
+/* ASCII letters of an all-ASCII word lower-cased (no byte has its high bit set) */
+static inline uint64_t lower_word(uint64_t x) {
+    uint64_t at_least_a = x + ONES * (0x80 - 'A'), beyond_z = x + ONES * (0x80 - 'Z' - 1);
+    return x | ((at_least_a & ~beyond_z & HIGHS) >> 2);
+}
+
+/* A name's hash: its length, first and last eight bytes. `fold`: lower-case ASCII text first. */
+static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold) {
+    uint64_t a = 0, b;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else {
+        for (Py_ssize_t k = 0; k < n; k++) a = a << 8 | s[k];
+        b = a;
+    }
+    if (fold) {
+        a = lower_word(a);
+        b = lower_word(b);
+    }
+    /* the high bits mix every input bit: the table slot is taken from them */
+    return a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+}
+
+/* lex.c: JSON tokens. -1 with p->bail set leaves the page to Python; -1 alone is a Python error */
+void init_lex_tables(void);
+int lex_string(Parser *p, Span *out);
+int lex_number(Parser *p, Span *out);
+int lex_word(Parser *p, const char *word, int kind, Span *out);
+int unescape(const unsigned char *s, Span sp, Buf *b);
+int key_is(Parser *p, Span sp, const char *word);
+int head_index(Parser *p, Span sp);
+int key_index(Parser *p, Span sp, const char **keys, int count);
+
+/* parse.c: the whole answer, its containers and items */
+int parse_page(Parser *p, int *data_kind);
+
+/* page.c */
+PyObject *scan(PyObject *module, PyObject *args);
+PyObject *decode_str(const unsigned char *s, Span sp, Buf *scratch);
+
+/* matcher.c: the item's attachments as a JSON array appended to `out`, counted */
+int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_t *count);
+
+#endif

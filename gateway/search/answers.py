@@ -1,0 +1,64 @@
+"""A search answer from the engine's page, the caller's matchers and the foreign scopes (SPEC §9).
+
+Two ways to the same bytes' meaning: `python_answer` over parsed items
+(gateway/search/items.py), the reference for every engine; `scanned_answer` over a page the C
+scanner read (gateway/search/page_scan.py), used for EverOS-shaped answers when it was built.
+Both are pure: the caller reads the sessions' owners and matchers between finding the sessions
+and answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+from gateway import jsonio
+from gateway.search.index import EMPTY, SessionMatcher
+from gateway.search.items import FoundItem, drop, result
+
+Scope = tuple[str, str, str]  # (app_id, project_id, session_id)
+
+
+def session_ids(items: Sequence[FoundItem]) -> list[str]:
+    return sorted({sid for item in items if (sid := item.session_id)})
+
+
+def python_answer(
+    answer: Any, items: list[FoundItem], native: bool, foreign_scopes: AbstractSet[Scope],
+    matchers: Mapping[str, SessionMatcher], app_id: str, project_id: str,
+) -> tuple[bytes, int]:
+    """The answer's bytes and the number of attachments attached; drops items in place."""
+    foreign = [
+        item for item in items
+        if item.session_id and (*item.scope(app_id, project_id), item.session_id) in foreign_scopes
+    ]
+    if foreign:
+        drop(items, foreign)
+        dropped = {id(item) for item in foreign}
+        items = [item for item in items if id(item) not in dropped]
+    found = [matchers.get(item.session_id or "", EMPTY).attachments_in(item.raw) for item in items]
+    matched = sum(len(attachments) for attachments in found)
+    if not native:
+        results = [result(item, index, found[index]) for index, item in enumerate(items)]
+        return jsonio.dumps({"results": results, "total": len(results)}), matched
+    for item, attachments in zip(items, found, strict=True):
+        if isinstance(item.raw, dict):
+            item.raw["attachments"] = attachments
+    return jsonio.dumps(answer), matched
+
+
+def scanned_answer(
+    page: Any, foreign_scopes: AbstractSet[Scope], matchers: Mapping[str, SessionMatcher],
+    app_id: str, project_id: str,
+) -> tuple[bytes, int]:
+    """`python_answer`'s result for a page read by the C scanner."""
+    dropped = None
+    if foreign_scopes:
+        dropped = {
+            position for position, (session_id, app, project) in enumerate(page.scopes())
+            if session_id and (app or app_id, project or project_id, session_id) in foreign_scopes
+        }
+    native_matchers = {sid: m.native for sid, m in matchers.items() if m.native is not None}
+    answer: tuple[bytes, int] = page.render(native_matchers, dropped)
+    return answer

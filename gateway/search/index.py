@@ -1,0 +1,135 @@
+"""Which of the caller's attachments occur in each search result (SPEC §9), with cached matchers.
+
+Per page: one query reads the owners and mapping versions of the sessions on it, and none when
+nothing was committed since the same sessions were looked up (`Database.data_version`).
+Filename matchers are built once per (user, session) and reused until the session's
+`mappings_version` (bumped by database triggers on every mapping change) moves; only then are
+that session's mappings read again. Each matcher has a C twin for the page scanner
+(gateway/search/page_scan.py). Matching is linear in the bytes of `raw`
+(gateway/search/matching.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway import jsonio
+from gateway.attachments.add_body import result_type
+from gateway.search import page_scan
+from gateway.search.matching import FilenameMatcher, searchable_text
+from gateway.store import attachments as store
+from gateway.store.database import Database
+
+CACHE_SESSIONS = 4096
+CACHE_LOOKUPS = 1024
+
+
+@dataclass(frozen=True)
+class SessionMatcher:
+    version: int
+    matcher: FilenameMatcher
+    by_name: dict[str, list[dict[str, str]]]  # lower-cased name -> attachments with that name
+    native: Any = None  # the same, for the C page scanner (gateway/search/page_scan.py)
+
+    def attachments_in(self, raw: Any) -> list[dict[str, str]]:
+        if not self.matcher:
+            return []
+        seen: set[str] = set()
+        found: list[dict[str, str]] = []
+        for name in sorted(self.matcher.find(searchable_text(raw))):
+            for attachment in self.by_name[name]:
+                if attachment["internal_uri"] not in seen:
+                    seen.add(attachment["internal_uri"])
+                    found.append(attachment)
+        return found
+
+
+def _build(version: int, rows: Sequence[Any]) -> SessionMatcher:
+    by_name: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        by_name.setdefault(row["name"].lower(), []).append(
+            {"type": result_type(row["content_type"]), "name": row["name"],
+             "internal_uri": row["internal_uri"]}
+        )
+    return SessionMatcher(version, FilenameMatcher(by_name), by_name, _native(by_name))
+
+
+def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
+    """The C matcher: names in sorted order (the order attachments are listed in), each with
+    its attachments' JSON and a number per internal URI (duplicates are listed once)."""
+    if not page_scan.AVAILABLE:
+        return None
+    names = sorted(by_name)
+    uri_numbers: dict[str, int] = {}
+    entries = [
+        [(uri_numbers.setdefault(a["internal_uri"], len(uri_numbers)), jsonio.dumps(a))
+         for a in by_name[name]]
+        for name in names
+    ]
+    return page_scan.matcher(names, entries)
+
+
+EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
+# (scopes of the sessions owned by someone else, a matcher per own session)
+Lookup = tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]
+
+
+class AttachmentIndex:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
+        # Whole lookups, kept while the database's data_version stands still (no commit by
+        # anyone since): a page of the same sessions then costs no query at all.
+        self._lookups: dict[tuple[str, tuple[str, ...]], Lookup] = {}
+        self._lookups_version = -1
+
+    async def lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
+        """Sessions owned by others (app, project, session), and a matcher per own session."""
+        version = self._db.data_version()
+        if version != self._lookups_version:
+            self._lookups.clear()
+            self._lookups_version = version
+        key = (user_id, tuple(session_ids))
+        found = self._lookups.get(key)
+        if found is None:
+            found = await self._lookup(user_id, session_ids)
+            if len(self._lookups) >= CACHE_LOOKUPS:
+                self._lookups.clear()
+            if self._db.data_version() == version:  # nothing was committed meanwhile
+                self._lookups[key] = found
+        return found
+
+    async def _lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
+        owners = await store.session_versions(self._db, session_ids)
+        foreign: set[tuple[str, str, str]] = set()
+        versions: dict[str, int] = {}
+        for app_id, project_id, session_id, owner, version in owners:
+            if owner != user_id:
+                foreign.add((app_id, project_id, session_id))
+            else:
+                versions[session_id] = versions.get(session_id, 0) + version
+        matchers: dict[str, SessionMatcher] = {}
+        stale: list[str] = []
+        for session_id, version in versions.items():
+            cached = self._cache.get((user_id, session_id))
+            if cached is not None and cached.version == version:
+                self._cache.move_to_end((user_id, session_id))
+                matchers[session_id] = cached
+            else:
+                stale.append(session_id)
+        if stale:
+            rows = await store.live_mappings(self._db, user_id, stale)
+            for session_id in stale:
+                built = _build(versions[session_id], rows.get(session_id, []))
+                matchers[session_id] = built
+                self._remember((user_id, session_id), built)
+        return frozenset(foreign), matchers
+
+    def _remember(self, key: tuple[str, str], matcher: SessionMatcher) -> None:
+        self._cache[key] = matcher
+        self._cache.move_to_end(key)
+        while len(self._cache) > CACHE_SESSIONS:
+            self._cache.popitem(last=False)

@@ -1,0 +1,73 @@
+"""What an owned handler can reach: the app's services and the authenticated caller."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.attachments.files import FileStore
+from gateway.config import Settings
+from gateway.identity.auth import Authenticator
+from gateway.identity.ownership import OwnershipRules
+from gateway.llm import LlmClient
+from gateway.metrics import Metrics
+from gateway.search.index import AttachmentIndex
+from gateway.store import Database
+from gateway.upstream.client import UpstreamClient
+from gateway.upstream.proxy import Proxy
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    upstream: UpstreamClient
+    rules: OwnershipRules
+    proxy: Proxy
+    authenticator: Authenticator
+    files: FileStore
+    attachment_index: AttachmentIndex
+    llm: LlmClient | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
+    extras: dict[str, Any] = field(default_factory=dict)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run work off the request path; its failure is logged, never raised to a request."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                logging.getLogger("gateway").exception("background work failed: %s", what)
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for background work (called at shutdown and by tests)."""
+        while self.background:
+            await asyncio.gather(*list(self.background), return_exceptions=True)
+
+
+def services(request: Request) -> Services:
+    found: Services = request.scope["gateway"]
+    return found
+
+
+def user_id(request: Request) -> str:
+    found: str = request.scope["user_id"]
+    return found
+
+
+def request_id(request: Request) -> str:
+    found: str = request.scope["request_id"]
+    return found

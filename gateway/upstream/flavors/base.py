@@ -1,0 +1,206 @@
+"""What an engine adapter knows: its API's paths, how its bodies and answers read (SPEC §6).
+
+A `Dialect` is one engine API: where a body names its session and scope, what it carries as
+attachments, how the gateway's own EverOS-shaped `/memories/add|search` bodies become that API's
+payloads, and where its search answers keep their items. A `Flavor` (the `upstream.flavor`
+setting) is the engine the gateway fronts: the dialect its own routes speak, plus every
+engine-native path it intercepts. Everything here is pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.attachments.add_body import (
+    WHOLE_CONTENT,
+    WHOLE_MESSAGE,
+    AttachmentItem,
+    attachment_items,
+    engine_type,
+)
+from gateway.config import FLAVOR_PATHS, UpstreamSettings
+from gateway.identity.ownership import OwnershipRules
+from gateway.ids import now_ms
+from gateway.search.items import FoundItem
+
+ADD = "add"
+SEARCH = "search"
+DEFAULT_SCOPE = "default"
+
+
+def file_line(name: str) -> str:
+    """The text naming a file where an engine keeps only text (SPEC §9 matches names in text)."""
+    return f"Attached file: {name}"
+
+
+def text_part(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def scope_value(body: Mapping[str, Any], key: str) -> str:
+    value = body.get(key)
+    return value if isinstance(value, str) and value else DEFAULT_SCOPE
+
+
+def string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class AddScope:
+    """Where an add lands: the session owned by the caller and the scope recorded on mappings."""
+
+    app_id: str
+    project_id: str
+    session_id: str | None
+
+    def key(self) -> tuple[str, str, str]:
+        assert self.session_id is not None
+        return self.app_id, self.project_id, self.session_id
+
+
+def everos_scope(body: Mapping[str, Any]) -> AddScope:
+    return AddScope(scope_value(body, "app_id"), scope_value(body, "project_id"),
+                    string(body.get("session_id")))
+
+
+def session_filter(body: Mapping[str, Any]) -> str | None:
+    """The session an EverOS search body narrows to (`filters.session_id`, a plain value)."""
+    filters = body.get("filters")
+    return string(filters.get("session_id")) if isinstance(filters, Mapping) else None
+
+
+def top_k(body: Mapping[str, Any]) -> int | None:
+    value = body.get("top_k")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def name_files(body: Mapping[str, Any], items: list[AttachmentItem]) -> dict[str, Any]:
+    """A copy of an add body where a text part naming each file comes right before it.
+
+    For engines that turn files into generated descriptions: the name survives in text, so the
+    gateway's filename matching still finds the file in what the engine remembers.
+    """
+    messages = list(body.get("messages") or [])
+    by_message: dict[int, list[AttachmentItem]] = {}
+    for item in items:
+        by_message.setdefault(item.message, []).append(item)
+    for index in sorted(by_message, reverse=True):  # from the end, so indices stay true
+        found = sorted(by_message[index], key=lambda item: item.part, reverse=True)
+        if found[0].part == WHOLE_MESSAGE:
+            messages.insert(index, text_part(file_line(found[0].name)))
+            continue
+        message = dict(messages[index])  # copied, never the caller's own objects
+        if found[0].part == WHOLE_CONTENT:
+            message["content"] = [text_part(file_line(found[0].name)), message["content"]]
+        else:
+            content = list(message["content"])
+            for item in found:
+                content.insert(item.part, text_part(file_line(item.name)))
+            message["content"] = content
+        messages[index] = message
+    return {**body, "messages": messages}
+
+
+class Dialect(ABC):
+    """One engine API. Defaults are EverOS v2's; other engines override what differs."""
+
+    name: str = ""
+    names_files = False  # the engine keeps files as generated text: add a line naming each
+    session_keys: tuple[str, ...] = ("session_id",)  # body and result keys naming a session
+    # Search answers read by gateway.search.items.find_items, so the C page scanner may answer them.
+    page_scan = False
+
+    # --- engine-native bodies ---------------------------------------------------------------
+
+    def add_scope(self, body: Mapping[str, Any]) -> AddScope:
+        return everos_scope(body)
+
+    def attachments(self, body: Mapping[str, Any]) -> list[AttachmentItem]:
+        return attachment_items(body)
+
+    async def check(self, body: Mapping[str, Any], caller: str, rules: OwnershipRules) -> None:
+        """SPEC §3 on a native add or search body: 403 before anything is forwarded."""
+        await rules.check_body(body, caller)
+
+    def with_file_names(self, body: Mapping[str, Any], items: list[AttachmentItem]
+                        ) -> dict[str, Any]:
+        return name_files(body, items)
+
+    # --- the gateway's own EverOS-shaped bodies -------------------------------------------------
+
+    @abstractmethod
+    def add_payload(self, body: Mapping[str, Any], caller: str,
+                    items: list[AttachmentItem]) -> dict[str, Any] | None:
+        """The engine's add payload for a `/memories/add` body; None = forward the bytes as sent."""
+
+    @abstractmethod
+    def search_payload(self, body: Mapping[str, Any], caller: str) -> dict[str, Any] | None:
+        """The engine's search payload for a `/memories/search` body; None = bytes as sent."""
+
+    def flush_payload(self, scope: AddScope, caller: str) -> dict[str, Any] | None:
+        """The engine's flush payload for a session; None when the engine has no flush."""
+        return None
+
+    # --- answers --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def find_items(self, answer: Any) -> list[FoundItem]:
+        """The result items of a search answer (UpstreamBadResponse for an unknown shape)."""
+
+
+@dataclass(frozen=True)
+class NativeRoute:
+    """An engine path the gateway intercepts, so that engine's own client works unchanged."""
+
+    path: str
+    kind: str  # ADD | SEARCH
+    dialect: Dialect
+    follows_config: bool  # forwarded to upstream.add_path/search_path, else to `path` itself
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    dialect: Dialect  # what `/memories/add|search` and resource ingestion speak
+    native: tuple[NativeRoute, ...]
+    # The engine reads `file://` URIs from the gateway's disk (a local engine): uploads are
+    # ingested with their file item; other engines get the file's name in text only.
+    reads_local_files: bool = False
+
+    @property
+    def session_keys(self) -> tuple[str, ...]:
+        keys = {key for route in self.native for key in route.dialect.session_keys}
+        return ("session_id", *sorted(keys - {"session_id"}))
+
+    @property
+    def default_paths(self) -> tuple[str, str, str]:
+        return FLAVOR_PATHS[self.name]
+
+    def ingest_calls(
+        self, upstream: UpstreamSettings, user_id: str, scope: AddScope, *, name: str,
+        content_type: str, uri: str, flush: bool,
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(path, payload) of the engine calls that ingest an uploaded file (SPEC §7).
+
+        One user message naming the file, with the file's own item when the engine reads the
+        gateway's disk; then the session's flush, when asked for and the engine has one.
+        """
+        content: list[dict[str, Any]] = [text_part(f"Uploaded file: {name}")]
+        if self.reads_local_files:
+            item: dict[str, Any] = {"type": engine_type(content_type), "uri": uri, "name": name}
+            if "." in name:
+                item["ext"] = name.rpartition(".")[2]
+            content.append(item)
+        message = {"role": "user", "sender_id": user_id, "timestamp": now_ms(),
+                   "content": content}
+        body = {"app_id": scope.app_id, "project_id": scope.project_id,
+                "session_id": scope.session_id, "messages": [message]}
+        calls = [(upstream.add_path, self.dialect.add_payload(body, user_id, []) or body)]
+        flushed = self.dialect.flush_payload(scope, user_id) if flush else None
+        if flushed is not None and upstream.flush_path:
+            calls.append((upstream.flush_path, flushed))
+        return calls

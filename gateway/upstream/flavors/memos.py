@@ -1,0 +1,153 @@
+"""MemOS's server API: `POST /product/add` and `POST /product/search`, scoped by user and cube.
+
+Messages are OpenAI-style (`content` a string, a list of `text` / `image_url` / `file` parts, or
+one part; a part may also stand alone in `messages`). MemOS reads files into text memories, so
+each file is named by a text part before it. Answers are `{"code", "message", "data": {"text_mem":
+[{"cube_id", "memories": [...]}], "pref_mem", "tool_mem", "skill_mem"}}`; an item's session is its
+`metadata.session_id`. A cube id in a body must be the caller's own id (MemOS's per-user cube):
+the gateway knows no other cube's owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.attachments.add_body import WHOLE_CONTENT, WHOLE_MESSAGE, AttachmentItem
+from gateway.errors import Forbidden, UpstreamBadResponse
+from gateway.identity.ownership import OwnershipRules
+from gateway.search.items import FoundItem
+from gateway.upstream.flavors.base import (
+    ADD,
+    DEFAULT_SCOPE,
+    SEARCH,
+    Dialect,
+    Flavor,
+    NativeRoute,
+    file_line,
+    scope_value,
+    session_filter,
+    string,
+    text_part,
+    top_k,
+)
+
+CUBE_KEYS = ("mem_cube_id", "readable_cube_ids", "writable_cube_ids")
+MEMORY_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem")
+_FETCHABLE = ("http://", "https://")
+
+
+def _engine_part(item: AttachmentItem) -> dict[str, Any] | None:
+    """The OpenAI-style part MemOS reads for a file, or None when it could not fetch it."""
+    image = item.content_type.startswith("image/")
+    if item.uri is not None:
+        if not item.uri.startswith(_FETCHABLE):
+            return None  # file://, s3://...: not the engine's to read; named in text only
+        if image:
+            return {"type": "image_url", "image_url": {"url": item.uri}}
+        return {"type": "file", "file": {"file_data": item.uri, "filename": item.name}}
+    if image:
+        url = f"data:{item.content_type};base64,{item.base64}"
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"file_data": item.base64, "filename": item.name}}
+
+
+def _chat_time(timestamp: Any) -> str | None:
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+        return datetime.fromtimestamp(timestamp / 1000, UTC).isoformat(timespec="seconds")
+    return timestamp if isinstance(timestamp, str) else None
+
+
+class MemOS(Dialect):
+    name = "memos"
+    names_files = True
+
+    async def check(self, body: Mapping[str, Any], caller: str, rules: OwnershipRules) -> None:
+        await rules.check_body(body, caller)
+        for key in CUBE_KEYS:
+            value = body.get(key)
+            named = value if isinstance(value, list) else [value]
+            if any(cube is not None and cube != caller for cube in named):
+                raise Forbidden(f"{key}: only your own cube ({caller}) can be named", field=key)
+
+    def add_payload(self, body: Mapping[str, Any], caller: str,
+                    items: list[AttachmentItem]) -> dict[str, Any] | None:
+        by_place = {(item.message, item.part): item for item in items}
+        messages: list[Any] = []
+        for m_index, message in enumerate(body.get("messages") or []):
+            if not isinstance(message, Mapping):
+                continue
+            if (m_index, WHOLE_MESSAGE) in by_place:
+                item = by_place[(m_index, WHOLE_MESSAGE)]
+                messages.append(text_part(file_line(item.name)))
+                if part := _engine_part(item):
+                    messages.append(part)
+                continue
+            content = message.get("content")
+            if isinstance(content, Mapping):
+                content = [content]
+                if (m_index, WHOLE_CONTENT) in by_place:
+                    by_place[(m_index, 0)] = by_place[(m_index, WHOLE_CONTENT)]
+            if isinstance(content, list):
+                parts: list[Any] = []
+                for c_index, part in enumerate(content):
+                    if (m_index, c_index) in by_place:
+                        item = by_place[(m_index, c_index)]
+                        parts.append(text_part(file_line(item.name)))
+                        if engine_part := _engine_part(item):
+                            parts.append(engine_part)
+                    elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                        parts.append(text_part(part["text"]))
+                content = parts
+            out: dict[str, Any] = {"role": message.get("role") or "user", "content": content}
+            if chat_time := _chat_time(message.get("timestamp")):
+                out["chat_time"] = chat_time
+            messages.append(out)
+        payload: dict[str, Any] = {"user_id": caller, "messages": messages}
+        if session_id := string(body.get("session_id")):
+            payload["session_id"] = session_id
+        info = dict(body["info"]) if isinstance(body.get("info"), Mapping) else {}
+        for key in ("app_id", "project_id"):
+            if (value := scope_value(body, key)) != DEFAULT_SCOPE:
+                info.setdefault(key, value)
+        if info:
+            payload["info"] = info
+        return payload
+
+    def search_payload(self, body: Mapping[str, Any], caller: str) -> dict[str, Any] | None:
+        payload: dict[str, Any] = {"query": body.get("query") or "", "user_id": caller}
+        if session_id := session_filter(body):
+            payload["session_id"] = session_id
+        if (limit := top_k(body)) is not None:
+            payload["top_k"] = limit
+        return payload
+
+    def find_items(self, answer: Any) -> list[FoundItem]:
+        data = answer.get("data") if isinstance(answer, Mapping) else None
+        if not isinstance(data, Mapping):
+            raise UpstreamBadResponse("MemOS search answer has no `data` object")
+        found: list[FoundItem] = []
+        for group in MEMORY_GROUPS:
+            cubes = data.get(group)
+            if cubes is None:
+                continue
+            if not isinstance(cubes, list):
+                raise UpstreamBadResponse(f"upstream search answer: data.{group} is not a list")
+            for cube in cubes:
+                memories = cube.get("memories") if isinstance(cube, Mapping) else None
+                if isinstance(memories, list):
+                    found.extend(FoundItem(group, item, memories) for item in memories)
+        return found
+
+
+MEMOS = MemOS()
+
+FLAVOR = Flavor(
+    name="memos",
+    dialect=MEMOS,
+    native=(
+        NativeRoute("/product/add", ADD, MEMOS, follows_config=True),
+        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True),
+    ),
+)
