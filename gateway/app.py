@@ -76,8 +76,13 @@ class Gateway:
 
     async def startup(self) -> None:
         os.makedirs(self.settings.storage.root, exist_ok=True)
-        await self.services.db.open()
-        await self._settle_attachments()
+        try:
+            await self.services.db.open()
+            await self._settle_attachments()
+        except BaseException:
+            # Close what was opened: the database's threads would keep the process alive.
+            await self.shutdown()
+            raise
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
