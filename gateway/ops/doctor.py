@@ -29,6 +29,7 @@ from gateway.config import (
     check_dev_engine_flavor,
     load_settings,
 )
+from gateway.devengine.app import ENGINE_NAME as DEV_ENGINE_NAME
 from gateway.search import page_scan
 from gateway.store import migrations
 
@@ -94,8 +95,9 @@ def _check_search(settings: Settings) -> Check:
     if page_scan.AVAILABLE:
         return Check(OK, "search", "C page scanner built and in use")
     return Check(WARN, "search", "the C page scanner was not built: searches take the Python "
-                 "path, several times slower", "install a C compiler and reinstall "
-                 "(scripts/setup-venv), or set server.native_search = false to silence this")
+                 "path, several times slower", "install a C compiler, then rebuild: "
+                 "`scripts/setup-venv --force` in a checkout, `pip install --force-reinstall "
+                 "--no-deps memory-gateway` otherwise; or set server.native_search = false")
 
 
 # --- database -------------------------------------------------------------------------------
@@ -224,6 +226,15 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+def _is_dev_engine(port: int) -> bool:
+    """Whether the built-in dev engine answers on the port (started by a running `serve`)."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}{HEALTH_PATH}", timeout=PROBE_TIMEOUT_S)
+        return answer.status_code == 200 and answer.json().get("engine") == DEV_ENGINE_NAME
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
+
+
 def check_upstream(settings: Settings) -> Iterator[Check]:
     upstream = settings.upstream
     flavor = upstream.flavor
@@ -240,8 +251,13 @@ def check_upstream(settings: Settings) -> Iterator[Check]:
                     f"127.0.0.1:{port} (a development default, not a memory product)",
                     "set upstream.base_url to your EverOS engine for real use")
         if _port_in_use(port):
-            yield Check(WARN, "dev engine", f"port {port} is already in use",
-                        "stop what listens there, or set dev_engine.port")
+            if _is_dev_engine(port):
+                yield Check(OK, "dev engine", f"running on 127.0.0.1:{port} (a running "
+                            "gateway's own, or `memory-gateway dev-upstream`)")
+            else:
+                yield Check(WARN, "dev engine", f"port {port} is already in use by something "
+                            "else: `serve` cannot start its dev engine",
+                            "stop what listens there, or set dev_engine.port")
         return
     base = upstream.base_url.rstrip("/")
     timeout = httpx.Timeout(PROBE_TIMEOUT_S, connect=min(upstream.connect_timeout_s,
