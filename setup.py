@@ -2,9 +2,9 @@
 optional C accelerator for search pages; everything else is declared in pyproject.toml.
 
 - Every `gateway*` package is found (new subpackages need no edit here), and the top-level
-  `migrations/` folder ships inside the package as `gateway/migrations/`: every `.sql` file,
-  subfolders included (gateway/store/migrations.py reads it with importlib.resources).
-- Every `.json` file inside the package ships too (data files read at run time).
+  `migrations/` folder ships inside the package as `gateway/migrations/` (which files of it and
+  of the other packages ship: pyproject.toml's package-data; gateway/store/migrations.py reads
+  them with importlib.resources).
 - The C page scanner is built when a C compiler is present; without one the gateway runs its
   pure-Python path. Its sources go into the sdist (MANIFEST.in), not into wheels.
 """
@@ -16,7 +16,6 @@ from setuptools import Extension, find_packages, setup
 setup(
     packages=[*find_packages(include=["gateway", "gateway.*"]), "gateway.migrations"],
     package_dir={"gateway.migrations": "migrations"},
-    package_data={"gateway.migrations": ["*.sql", "**/*.sql"], "": ["*.json"]},
     ext_modules=[
         Extension(
             "gateway.search._pagescan",
