@@ -113,7 +113,7 @@ def serve(settings: Settings) -> int:
     from gateway.store import migrations
 
     migrations.available()  # no schema to apply: say so before anything starts
-    listeners: list[tuple[Any, str, int, str]] = []  # (app, host, port, what)
+    listeners: list[tuple[Any, str, int, str]] = []  # (ASGI app, host, port, what it is)
     if not settings.upstream.base_url:
         from gateway.devengine.app import create_dev_engine
 
@@ -127,7 +127,7 @@ def serve(settings: Settings) -> int:
         engine = create_dev_engine(settings.dev_engine.database)
         listeners.append((engine, "127.0.0.1", port, "the dev engine, dev_engine.port"))
         settings = replace(settings, upstream=replace(settings.upstream, base_url=dev_url))
-    listeners.append((None, settings.server.host, settings.server.port,
+    listeners.append((create_app(settings), settings.server.host, settings.server.port,
                       "the gateway, server.port or --port"))
     sockets: list[socket.socket] = []
     try:
@@ -139,11 +139,9 @@ def serve(settings: Settings) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     gateway_port = sockets[-1].getsockname()[1]
-    app = create_app(settings)
     servers = [
-        (_uvicorn_server(app if target is None else target, host, port, settings.server.log_level),
-         sock)
-        for (target, host, port, _), sock in zip(listeners, sockets, strict=True)
+        (_uvicorn_server(app, host, port, settings.server.log_level), sock)
+        for (app, host, port, _), sock in zip(listeners, sockets, strict=True)
     ]
     log.info(
         "memory-gateway listening on http://%s:%d, upstream %s",
