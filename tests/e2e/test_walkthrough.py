@@ -1,8 +1,9 @@
 """The README's walk-through, pasted as a user would: the shell blocks marked
-`<!-- walk-through -->` run in order as one script (bash, curl, jq) against real processes that the script starts itself
-(`scripts/run`). Only the ports and the checkout's paths are rewritten (the suite must not take
-8080, and the script runs from a temporary folder so that its files stay out of the checkout).
-Every `# → …` line in the blocks must match an output line in order, `…` matching anything.
+`<!-- walk-through -->` run in order as one script (bash, curl, jq) against real processes that
+the script starts itself (`scripts/run`). Only the ports and the checkout's paths are rewritten
+(the suite must not take 8080, and the script runs from a temporary folder so that its files
+stay out of the checkout). Every `# → …` line in the blocks must match an output line, in order,
+`…` matching anything.
 """
 
 from __future__ import annotations
