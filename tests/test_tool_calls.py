@@ -15,6 +15,7 @@ from gateway.app import Gateway
 from gateway.config import Settings
 from tests.conftest import client_for
 from tests.test_messages import new_conversation
+from tests.tool_call_helpers import JOBS as JOBS_URL
 from tests.tool_call_helpers import (
     FakeJobs,
     cancel,
@@ -27,7 +28,6 @@ from tests.tool_call_helpers import (
     tool_message,
     with_jobs,
 )
-from tests.tool_call_helpers import JOBS as JOBS_URL
 
 CAT = "https://cdn.test/cat.png"
 
