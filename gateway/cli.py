@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             if overrides:
                 settings = settings.with_values(server=overrides)
             check_dev_engine_flavor(settings)
+            from gateway.toolcalls.registry import load_registry
+
+            load_registry(settings.tools.registry)  # a bad registry stops here, named
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

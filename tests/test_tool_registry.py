@@ -196,3 +196,17 @@ def test_the_example_registry_ships_in_the_package_and_at_the_top_level() -> Non
     assert registry.tools == load_registry(str(ROOT / "tools.example.json")).tools
     assert {t.job_kind for t in registry.tools.values()} == {
         "image.edit", "image.generate", "image.upscale"}
+
+
+def test_serve_refuses_a_bad_registry_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    bad = tmp_path / "tools.json"
+    bad.write_text(json.dumps([{**TOOL, "job": {}}]), encoding="utf-8")
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'[tools]\nregistry = "{bad}"\n', encoding="utf-8")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "configuration error: tools.registry" in err and "job.kind" in err
