@@ -564,3 +564,36 @@ async def test_dev_runner_makes_as_many_images_as_asked_and_resources_are_the_ca
         latest = await alice.post(f"/chats/{conversation_id}/resolve",
                                   json={"text": "all of them"})
         assert latest.json()["targetAssetIds"] == [m["assetId"] for m in call["result"]["media"]]
+
+
+# --- two processes on one database -------------------------------------------------------------
+
+
+async def test_two_gateways_confirming_and_reading_at_once_keep_one_job_and_one_result(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
+) -> None:
+    """Two gateway instances share the database and the job service (no shared lock): the
+    compare-and-set writes keep one job id and register the result once."""
+    jobs = FakeJobs()
+    configured = with_jobs(settings, base_url=JOBS_URL)
+    token = make_key("alice")
+    async with gateway(configured, engine, jobs, 0.0) as one, \
+            gateway(configured, engine, jobs, 0.0) as two, \
+            client_for(one, token) as first, client_for(two, token) as second:
+        conversation_id, message_id, _ = await proposed_call(first)
+        answers = await asyncio.gather(*(
+            confirm(client, conversation_id, message_id)
+            for client in (first, second) * 5
+        ))
+        assert {a.json()["message"]["toolCall"]["externalJobId"] for a in answers} == {"job-1"}
+        assert len(jobs.jobs) == 1
+        jobs.complete("job-1", "https://results.test/once.png")
+        calls = await asyncio.gather(*(
+            tool_message(client, conversation_id, message_id) for client in (first, second)
+        ))
+        assert [c["toolCall"]["status"] for c in calls] == ["completed", "completed"]
+    generated = rows(settings, "SELECT id FROM media_assets WHERE source_type = 'generated'")
+    results = rows(settings, "SELECT asset_ids FROM chat_turn_results WHERE chat_id = ?",
+                   conversation_id)
+    assert len(generated) == 1
+    assert len(results) == 1
