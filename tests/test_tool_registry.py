@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.config import ConfigError
 from gateway.errors import ValidationFailed
@@ -210,3 +212,48 @@ def test_serve_refuses_a_bad_registry_naming_it(
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "configuration error: tools.registry" in err and "job.kind" in err
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                  max_size=3),
+    max_leaves=8,
+)
+HEX = "0123456789abcdef"
+
+
+@given(st.dictionaries(st.sampled_from([*TOOL["parameters"]["properties"], "x", "y"]),
+                       JSON_VALUES, max_size=8))
+def test_canonical_args_are_valid_fixed_points_or_refused(raw: dict[str, Any]) -> None:
+    paint = tool()
+    try:
+        canonical = canonical_args(paint, raw)
+    except ValidationFailed as failed:
+        assert failed.field is not None and failed.field.startswith("args")
+        return
+    assert set(canonical) <= set(paint.properties)
+    assert None not in canonical.values()
+    assert paint.first_error(canonical) is None
+    assert canonical_args(paint, canonical) == canonical
+
+
+@given(st.one_of(
+    st.text(max_size=80),
+    st.text(HEX.upper() + HEX + " :/%", min_size=60, max_size=72).map(lambda t: "sha256:" + t),
+    st.sampled_from(["SHA256:", "sha256 :", " sha256:", "sha-256:", "sha256:0x"]).flatmap(
+        lambda prefix: st.text(HEX, min_size=64, max_size=64).map(lambda h: prefix + h)),
+    st.text(HEX, min_size=64, max_size=64).map(lambda h: f"sha256:{h}\n"),
+))
+def test_only_exact_sha256_ids_pass_as_image_ids(candidate: str) -> None:
+    exact = (candidate.startswith("sha256:") and len(candidate) == 71
+             and all(c in HEX for c in candidate[7:]))
+    try:
+        canonical_args(tool(), {"image": candidate, "prompt": "p"})
+    except ValidationFailed as failed:
+        assert not exact
+        assert failed.field == "args.image"
+    else:
+        assert exact
