@@ -220,8 +220,10 @@ _WAITING = (
 
 
 async def has_waiting(db: Database, user_id: str, conversation_id: str) -> bool:
-    """Whether any call of the conversation waits on a job (cheap: one index probe)."""
-    return await db.read_one(f"SELECT 1 {_WAITING} LIMIT 1", (user_id, conversation_id)) is not None
+    """Whether any call of the conversation waits on a job: one index probe on every read of a
+    conversation, so it runs on the event loop's own connection (`read_now`)."""
+    found = await db.read_now(f"SELECT 1 {_WAITING} LIMIT 1", (user_id, conversation_id))
+    return bool(found)
 
 
 async def waiting(db: Database, user_id: str, conversation_id: str) -> list[ToolCall]:
