@@ -406,7 +406,7 @@ async def test_an_unusable_result_is_retried_then_fails_the_call(
     assert "media" in call["error"]
 
 
-@pytest.mark.parametrize("read", ["conversation", "default", "messages"])
+@pytest.mark.parametrize("read", ["conversation", "default", "messages", "context"])
 async def test_every_conversation_read_settles_the_calls(
     alice: httpx.AsyncClient, jobs: FakeJobs, read: str
 ) -> None:
@@ -418,6 +418,7 @@ async def test_every_conversation_read_settles_the_calls(
         "conversation": f"/conversations/{conversation_id}",
         "default": f"/agents/{agent_id}/conversation",
         "messages": f"/conversations/{conversation_id}/messages",
+        "context": f"/agents/{agent_id}/context?conversationId={conversation_id}",
     }[read]
     assert (await alice.get(path)).status_code == 200
     assert jobs.reads == ["job-1"]

@@ -53,6 +53,8 @@ async def agent_context(request: Request) -> Response:
         conversation = await conversations.find_default(db, caller, agent.id)
     recent: list[messages.Message] = []
     if conversation is not None and query.message_limit:
+        # A prompt sees tool calls as settled as any other read of the conversation would.
+        await services(request).tool_calls.settle(caller, conversation.id)
         recent, _ = await messages.page(db, caller, conversation.id, query.message_limit)
         recent = await tool_calls.attach(db, caller, recent)
     memories = await agent_memories.for_prompt(db, caller, agent.id, query.memory_limit)
