@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ConfigError
@@ -223,12 +223,14 @@ JSON_VALUES = st.recursive(
     max_leaves=8,
 )
 HEX = "0123456789abcdef"
+PAINT = tool()
 
 
+@settings(deadline=None)  # a loaded machine must not fail a test by its timing
 @given(st.dictionaries(st.sampled_from([*TOOL["parameters"]["properties"], "x", "y"]),
                        JSON_VALUES, max_size=8))
 def test_canonical_args_are_valid_fixed_points_or_refused(raw: dict[str, Any]) -> None:
-    paint = tool()
+    paint = PAINT
     try:
         canonical = canonical_args(paint, raw)
     except ValidationFailed as failed:
@@ -240,6 +242,7 @@ def test_canonical_args_are_valid_fixed_points_or_refused(raw: dict[str, Any]) -
     assert canonical_args(paint, canonical) == canonical
 
 
+@settings(deadline=None)
 @given(st.one_of(
     st.text(max_size=80),
     st.text(HEX.upper() + HEX + " :/%", min_size=60, max_size=72).map(lambda t: "sha256:" + t),
@@ -251,7 +254,7 @@ def test_only_exact_sha256_ids_pass_as_image_ids(candidate: str) -> None:
     exact = (candidate.startswith("sha256:") and len(candidate) == 71
              and all(c in HEX for c in candidate[7:]))
     try:
-        canonical_args(tool(), {"image": candidate, "prompt": "p"})
+        canonical_args(PAINT, {"image": candidate, "prompt": "p"})
     except ValidationFailed as failed:
         assert not exact
         assert failed.field == "args.image"
