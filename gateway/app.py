@@ -22,6 +22,7 @@ from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.files import FileStore
 from gateway.config import Settings
+from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
@@ -33,6 +34,9 @@ from gateway.search.index import AttachmentIndex
 from gateway.services import Services
 from gateway.store import Database, agents
 from gateway.store import attachments as attachment_store
+from gateway.toolcalls.jobs import HttpJobService, JobService
+from gateway.toolcalls.registry import load_registry
+from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import Proxy
@@ -48,9 +52,16 @@ class Gateway:
         settings: Settings,
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         llm_transport: httpx.AsyncBaseTransport | None = None,
+        jobs_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
         db = Database(settings.storage.database)
+        files = FileStore(settings.storage.root)
+        jobs: JobService = (
+            HttpJobService(settings.jobs.base_url, settings.jobs.timeout_s, jobs_transport)
+            if settings.jobs.base_url
+            else DevJobRunner(db, files, settings.jobs.dev_delay_s)
+        )
         upstream = create_upstream(settings.upstream, upstream_transport)
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
@@ -62,8 +73,9 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
-            files=FileStore(settings.storage.root),
+            files=files,
             attachment_index=AttachmentIndex(db),
+            tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
         )
@@ -102,6 +114,7 @@ class Gateway:
         if self.services.llm is not None:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
+        await self.services.tool_calls.aclose()
         await self.services.db.close()
 
     @asynccontextmanager
@@ -247,6 +260,8 @@ def create_app(
     *,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     llm_transport: httpx.AsyncBaseTransport | None = None,
+    jobs_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Gateway:
-    """The gateway app; tests inject fake upstream and model transports (respx, MockTransport)."""
-    return Gateway(settings, upstream_transport, llm_transport)
+    """The gateway app; tests inject fake upstream, model and job-service transports (respx,
+    MockTransport)."""
+    return Gateway(settings, upstream_transport, llm_transport, jobs_transport)

@@ -336,6 +336,9 @@ def _main(argv: list[str] | None) -> int:
             if overrides:
                 settings = settings.with_values(server=overrides)
             check_dev_engine_flavor(settings)
+            from gateway.toolcalls.registry import load_registry
+
+            load_registry(settings.tools.registry)  # a bad registry stops here, named
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

@@ -120,6 +120,23 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class ToolsSettings:
+    registry: str = _setting(
+        "", "JSON file of the tools agents may propose (docs/tool-calls.md); empty = the "
+        "example registry shipped with the gateway (tools.example.json)"
+    )
+
+
+@dataclass(frozen=True)
+class JobsSettings:
+    base_url: str = _setting(
+        "", "job service that runs confirmed tool calls; empty = the built-in dev job runner"
+    )
+    dev_delay_s: float = _setting(1.0, "seconds the dev job runner takes to finish a job")
+    timeout_s: float = _setting(10.0, "job service request timeout in seconds")
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -130,6 +147,8 @@ class Settings:
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    jobs: JobsSettings = field(default_factory=JobsSettings)
 
     @property
     def llm_enabled(self) -> bool:
@@ -269,6 +288,9 @@ def _validate(settings: Settings) -> None:
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
+    jobs_url = settings.jobs.base_url
+    if jobs_url and not jobs_url.startswith(("http://", "https://")):
+        raise ConfigError(f"jobs.base_url: expected an http(s) URL, got {jobs_url!r}")
     flavor = settings.upstream.flavor
     if flavor not in FLAVOR_PATHS:
         raise ConfigError(

@@ -18,6 +18,7 @@ from gateway.llm import LlmClient
 from gateway.metrics import Metrics
 from gateway.search.index import AttachmentIndex
 from gateway.store import Database
+from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.proxy import Proxy
 
@@ -32,6 +33,7 @@ class Services:
     authenticator: Authenticator
     files: FileStore
     attachment_index: AttachmentIndex
+    tool_calls: ToolCallService
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.

@@ -77,6 +77,20 @@ def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
     assert line(lines, "storage").startswith("WARN")
     assert line(lines, "upstream").startswith("WARN")
     assert "dev engine" in line(lines, "upstream")
+    assert line(lines, "tools").startswith("OK   tools         3 from (built-in")
+    assert line(lines, "jobs").startswith("WARN") and "dev job runner" in line(lines, "jobs")
+
+
+def test_a_broken_tool_registry_fails_naming_it(tmp_path: Path) -> None:
+    registry = tmp_path / "tools.json"
+    registry.write_text('[{"name": "x"}]')
+    config = write_config(tmp_path, "")
+    config.write_text(config.read_text() + f'\n[tools]\nregistry = "{registry}"\n'
+                      '\n[jobs]\nbase_url = "http://jobs.internal"\n')
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "tools").startswith("FAIL") and str(registry) in line(lines, "tools")
+    assert line(lines, "jobs").startswith("OK") and "http://jobs.internal" in line(lines, "jobs")
 
 
 def test_invalid_configuration_fails(tmp_path: Path) -> None:

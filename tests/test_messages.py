@@ -72,6 +72,7 @@ async def test_posted_message_has_the_specified_shape(alice: httpx.AsyncClient) 
         "attachments": [],
         "metadata": {"model": "m1", "tokens": 12},
         "createdAtMs": message["createdAtMs"],
+        "toolCall": None,  # set on role "tool" messages only (tests/test_tool_calls.py)
     }
     assert message["id"].startswith("msg_")
 

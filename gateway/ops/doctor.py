@@ -83,10 +83,29 @@ def check_settings(
         yield Check(WARN, "llm", "only one of llm.base_url and llm.model is set: no model is used",
                     "set both to enable the summariser and model disambiguation, or neither")
     yield _check_search(settings)
+    yield from _check_tool_calls(settings)
     if settings.metrics.enabled and settings.server.host not in ("127.0.0.1", "localhost", "::1"):
         yield Check(WARN, "metrics",
                     f"/metrics needs no key and the gateway listens on {settings.server.host}",
                     "firewall /metrics from clients, or set metrics.enabled = false")
+
+
+def _check_tool_calls(settings: Settings) -> Iterator[Check]:
+    from gateway.toolcalls.registry import load_registry
+
+    try:
+        registry = load_registry(settings.tools.registry)
+    except ConfigError as exc:
+        yield Check(FAIL, "tools", str(exc), "correct the registry file (docs/tool-calls.md)")
+    else:
+        names = ", ".join(registry.tools) or "none"
+        yield Check(OK, "tools", f"{len(registry.tools)} from {registry.source}: {names}")
+    if settings.jobs.base_url:
+        yield Check(OK, "jobs", f"confirmed tool calls run on {settings.jobs.base_url}")
+    else:
+        yield Check(WARN, "jobs", "jobs.base_url is empty: confirmed tool calls run on the "
+                    "built-in dev job runner (placeholder images)",
+                    "set jobs.base_url to your job service before real users confirm paid work")
 
 
 def _check_search(settings: Settings) -> Check:

@@ -111,3 +111,25 @@ async def ensure_mapping(db: Database, resource: Resource) -> None:
     )
     async with db.write() as tx:
         await insert_mappings(tx, [mapping], now_ms())
+
+
+async def insert(db: Database, resource: Resource) -> None:
+    """Keep a file the gateway itself made as the user's resource, with its mapping; a resource
+    with this id already kept is left as it is."""
+    mapping = new_mapping(
+        user_id=resource.user_id, app_id=resource.app_id, project_id=resource.project_id,
+        session_id=resource.session_id, name=resource.name,
+        content_type=resource.content_type, internal_uri=resource.internal_uri,
+        source=RESOURCE_SOURCE, resource_id=resource.id, sha256=resource.sha256,
+    )
+    async with db.write() as tx:
+        created = await tx.execute(
+            "INSERT INTO resources (id, user_id, name, safe_name, content_type, size, sha256,"
+            " app_id, project_id, session_id, internal_uri, metadata, created_at)"
+            " VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id,"
+            " :project_id, :session_id, :internal_uri, :metadata, :created_at)"
+            " ON CONFLICT (id) DO NOTHING",
+            row_values(resource),  # type: ignore[arg-type]
+        )
+        if created:
+            await insert_mappings(tx, [mapping], now_ms())

@@ -140,20 +140,27 @@ async def record_result(
 ) -> tuple[TurnResult, ChatWorkingState]:
     """A turn's result assets: a `chat_turn_results` row, and they become the last generated
     assets and (the first of them) the focus. Raises UnknownAssets for ids not the user's."""
+    async with db.write() as tx:
+        return await record_result_in(tx, user_id, chat_id, asset_ids)
+
+
+async def record_result_in(
+    tx: Transaction, user_id: str, chat_id: str, asset_ids: list[str]
+) -> tuple[TurnResult, ChatWorkingState]:
+    """`record_result` inside the caller's transaction."""
     ids = list(dict.fromkeys(asset_ids))
     result = TurnResult(new_id("trn"), chat_id, ids, now_ms())
-    async with db.write() as tx:
-        await require_owned(tx, user_id, ids)
-        await tx.execute(
-            "INSERT INTO chat_turn_results (id, user_id, chat_id, asset_ids, created_at_ms)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
-        )
-        current = await get(tx, user_id, chat_id)
-        updated = dataclasses.replace(
-            current, last_generated_asset_ids=ids, current_focus_asset_id=ids[0]
-        )
-        state = await write_state(tx, user_id, chat_id, updated)
+    await require_owned(tx, user_id, ids)
+    await tx.execute(
+        "INSERT INTO chat_turn_results (id, user_id, chat_id, asset_ids, created_at_ms)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
+    )
+    current = await get(tx, user_id, chat_id)
+    updated = dataclasses.replace(
+        current, last_generated_asset_ids=ids, current_focus_asset_id=ids[0]
+    )
+    state = await write_state(tx, user_id, chat_id, updated)
     return result, state
 
 

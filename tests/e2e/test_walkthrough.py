@@ -57,7 +57,7 @@ def pattern(expected: str) -> re.Pattern[str]:
 def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert shutil.which("curl") and shutil.which("jq"), "the walk-through needs curl and jq"
     blocks = walkthrough_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     script = "\n".join(blocks)
     port = free_port()
     script = (script.replace("localhost:8080", f"localhost:{port}")
