@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.resolution import (
+from gateway.resolution.resolver import (
     AssetInfo,
     CanvasNode,
     Decision,
