@@ -16,15 +16,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from opencc_purepy import OpenCC
+
 from gateway.resolution.lexicon import (
+    ALL_BUT,
     ANCHOR_AFTER,
     ANCHOR_BEFORE,
     BORROW_AFTER,
     BORROW_BEFORE,
     BREAK,
+    COUNT_FROM,
     EITHER,
+    EN_ORD,
     EN_PLURAL,
     JOIN,
+    LINE_AXIS_EN,
+    LINE_AXIS_ZH,
+    LINE_PLACE,
     NEGATION_POST_EN,
     NEGATION_POST_ZH,
     NEGATION_PRE_EN,
@@ -37,6 +45,8 @@ from gateway.resolution.lexicon import (
     SOURCE_AFTER,
     SOURCE_EN,
     SOURCE_ZH,
+    UNREAD_EN,
+    UNREAD_ZH,
     Kind,
 )
 from gateway.resolution.patterns import PATTERNS, POSITION_LOOKUP, Pattern
@@ -44,6 +54,10 @@ from gateway.resolution.patterns import PATTERNS, POSITION_LOOKUP, Pattern
 Role = Literal["target", "excluded", "source"]
 
 _MAX_CUE_GAP = 24
+LINE_BEFORE = re.compile(r"^\s*(?:的|里的|中的|里面的|当中的|里|中|,|，)?\s*$")
+LINE_AFTER = re.compile(r"^\s*(?:in|of|on|from|在)\s*$")
+# "all but the last", "everything except the corners": the cue follows a batch word
+_BUT_AFTER_BATCH = r"|(?<=\x01 )but\b"
 _SCOPE_KINDS = ("selection", "upload", "batch")
 _ANCHOR_KINDS = ("position", "ordinal", "selection", "upload")
 
@@ -68,6 +82,8 @@ class Reference:
     role: Role = "target"
     scope: Reference | None = None  # ordinals/positions: the group counted; chain: the anchor
     either: bool = False  # joined to the previous reference by "或 / or": one of them, not both
+    # lines: "row" | "column"; ordinals counted from a side: the line they run along
+    axis: str | None = None
 
     def describe(self) -> str:
         """A few English words for reasons: "the left image", "the 2nd image", "the original"."""
@@ -75,10 +91,14 @@ class Reference:
             text = f"the {self.value} image" + ("s" if self.plural or self.count else "")
         elif self.kind == "ordinal":
             text = _describe_ordinal(self.index or 1, self.count)
+            if self.axis is not None:
+                side = {"row": ("left", "right"), "column": ("top", "bottom")}[self.axis]
+                text += f" from the {side[(self.index or 1) < 0]}"
         elif self.kind == "chain":
-            text = {"root": "the original", "parent": "the previous version"}.get(
-                self.value, "the latest result"
-            )
+            text = _describe_chain(self.value, self.index)
+        elif self.kind == "line":
+            place = "middle" if self.value == "middle" else _place(self.index or 1)
+            text = f"the {place} {self.axis}"
         elif self.kind == "selection":
             text = "the selected image" if self.value == "selected" else "this image"
         elif self.kind == "upload":
@@ -112,15 +132,39 @@ def _describe_ordinal(index: int, count: int | None) -> str:
     return head + (" images" if n > 1 else " image")
 
 
+def _place(index: int) -> str:
+    return _nth(index) if index > 0 else ("last" if index == -1 else f"{_nth(-index)} to last")
+
+
+def _describe_chain(value: str, index: int | None) -> str:
+    if value == "root":
+        return "the original"
+    if value == "parent":
+        back = -(index or -2) - 1
+        return "the previous version" if back == 1 else f"the version {back} back"
+    if value == "version":
+        return f"the {_place(index or 1)} version"
+    if value == "generated":
+        return f"the {_nth(index or 1)} generated version"
+    return "the latest result"
+
+
 def _nth(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
 
+_TO_SIMPLIFIED = OpenCC("t2s")
+_CJK = "\u3400-\u9fff"
+_DIGIT_SPACE = re.compile(rf"(?<=[{_CJK}])\s+(?=[0-9])|(?<=[0-9])\s+(?=[{_CJK}])")
+
+
 def normalise_text(text: str) -> str:
-    """NFKC (full-width digits and punctuation become ASCII), lower case, single spaces."""
+    """NFKC (full-width digits and punctuation become ASCII), traditional script to simplified,
+    lower case, single spaces, none between Chinese and digits ("第 10 个" is "第10个")."""
     text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").replace("\u2018", "'")
-    return re.sub(r"\s+", " ", text).strip()
+    text = _TO_SIMPLIFIED.convert(text)
+    return _DIGIT_SPACE.sub("", re.sub(r"\s+", " ", text).strip())
 
 
 def parse_number(word: str) -> int | None:
@@ -154,7 +198,8 @@ def _parse_ordinal_word(word: str) -> int | None:
     return parse_number(digits.group(1)) if digits else None
 
 
-def _build(pattern: Pattern, match: re.Match[str]) -> Reference | None:
+def _build(pattern: Pattern, match: re.Match[str]) -> list[Reference]:
+    """The references one match names: usually one, a list ("第1、3、5张") several."""
     groups = {k: v for k, v in match.groupdict().items() if v}
     plural = pattern.plural or bool(EN_PLURAL.search(match.group(0)))
     ref = Reference(
@@ -167,13 +212,134 @@ def _build(pattern: Pattern, match: re.Match[str]) -> Reference | None:
     elif raw_count is not None:
         count = parse_number(raw_count)
         if count is None:
-            return None
+            return []
         if count > 1:
             ref = replace(ref, count=count, plural=True)
-    if pattern.kind == "position":
-        return _build_position(ref, groups)
-    if pattern.kind == "ordinal":
-        return _build_ordinal(ref, groups)
+    built: list[Reference | None]
+    if pattern.kind == "line":
+        built = _build_line(ref, groups, match)
+    elif "list" in groups:
+        built = _build_list(ref, match)
+    elif pattern.kind == "position":
+        built = [_build_position(ref, groups)]
+    elif pattern.kind == "ordinal":
+        built = [_build_ordinal(ref, groups)]
+    elif pattern.kind == "chain":
+        built = [_build_chain(ref, groups)]
+    else:
+        built = [ref]
+    refs = [r for r in built if r is not None]
+    if pattern.results:  # "第三个结果", "the third variant": counted among the turn's results
+        results = Reference("chain", "latest", ref.start, ref.end, plural=True)
+        refs = [replace(r, scope=results) for r in refs]
+    return refs if len(refs) == len(built) else []
+
+
+_LIST_ITEM = re.compile(rf"[0-9]+|[零一二两三四五六七八九十百]+|\b(?:{EN_ORD}|last)\b")
+
+
+def _build_list(
+    ref: Reference, match: re.Match[str], axis: str | None = None
+) -> list[Reference | None]:
+    """One reference per item of "第1、3、5张" / "first, third and fifth" / "第一和第三排"; each
+    spans its own item (the first from the match start, the last to its end)."""
+    group = "llist" if ref.kind == "line" else "list"
+    offset = match.start(group)
+    items = list(_LIST_ITEM.finditer(match.group(group)))
+    refs: list[Reference | None] = []
+    for i, item in enumerate(items):
+        n = parse_number(item.group(0)) or _parse_ordinal_word(item.group(0))
+        start = match.start() if i == 0 else offset + item.start()
+        if i and match.string[start - 1] == "第":  # "第一和第三张": the item is "第三"
+            start -= 1
+        end = match.end() if i == len(items) - 1 else offset + item.end()
+        if ref.kind == "line":
+            refs.append(replace(ref, value="nth", start=start, end=end, index=n, axis=axis,
+                                plural=True) if n else None)
+        else:
+            refs.append(replace(ref, start=start, end=end, index=n, plural=False) if n else None)
+    return refs
+
+
+def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | None:
+    """(value, index) of a row or column: ("nth", 2), ("nth", -1) for the last, ("middle", None)."""
+    if "lrev" in groups:
+        n = parse_number(groups["lrev"])
+        return ("nth", -n) if n else None
+    if "lfromn" in groups:
+        n = parse_number(groups["lfromn"])
+        along, sign = COUNT_FROM[groups["lfrom"]]
+        # rows are counted from the top or bottom (a column's direction), columns from a side
+        if not n or along == axis:
+            return None
+        return "nth", sign * n
+    if "ln" in groups:
+        n = parse_number(groups["ln"])
+        return ("nth", n) if n else None
+    word = groups["lword"]
+    place = LINE_PLACE.get(word)
+    if place is None:
+        n = _parse_ordinal_word(word)
+        if not n:
+            return None
+        end = groups.get("lend")
+        return "nth", -n if end in ("bottom", "right", "end") else n
+    if place == "middle":
+        return "middle", None
+    return "nth", 1 if place == "first" else -1
+
+
+def _build_line(
+    ref: Reference, groups: dict[str, str], match: re.Match[str]
+) -> list[Reference | None]:
+    axis_word = groups["axis"]
+    axis = LINE_AXIS_ZH.get(axis_word) or LINE_AXIS_EN[axis_word]
+    if "llist" in groups:
+        return _build_list(ref, match, axis)
+    where = _line_index(groups, axis)
+    if where is None:
+        return [None]
+    line = replace(ref, value=where[0], index=where[1], axis=axis, plural=True)
+    item: Reference | None
+    if "irev" in groups or "in" in groups:
+        n = parse_number(groups.get("irev") or groups["in"])
+        index = (-n if "irev" in groups else n) if n else None
+        item = Reference("ordinal", "nth", ref.start, ref.end, index=index) if index else None
+    elif "iord" in groups:
+        n = _parse_ordinal_word(groups["iord"])
+        index = (-n if "ilast" in groups else n) if n else None
+        item = Reference("ordinal", "nth", ref.start, ref.end, index=index) if index else None
+    elif "ipos" in groups:
+        value = POSITION_LOOKUP.get(re.sub(r"[\s-]+", " ", groups["ipos"]))
+        item = Reference("position", value, ref.start, ref.end) if value else None
+    else:  # the whole line, or "第二排那张": one image of it
+        return [replace(line, plural="single" not in groups)]
+    return [replace(item, scope=replace(line, start=ref.start, end=ref.end))] if item else [None]
+
+
+def _build_chain(ref: Reference, groups: dict[str, str]) -> Reference | None:
+    """Places of the version chain: parents by depth ("上上个版本": index -3, the anchor being -1),
+    versions by number from the root (1) or from the end (-1), generated versions by number."""
+    if ref.value == "parent":
+        depth = 1
+        if "ups" in groups:
+            depth = len(groups["ups"])
+        elif "dn" in groups:
+            word = groups["dn"]
+            depth = 1 if word in ("a", "one") else parse_number(word) or 0
+        return replace(ref, index=-(depth + 1)) if depth > 0 else None
+    if ref.value == "version":
+        if "vpen" in groups:
+            return replace(ref, index=-2)
+        n = parse_number(groups.get("vn") or groups.get("vrev") or "") or _parse_ordinal_word(
+            groups.get("vord") or groups.get("vrev") or ""
+        )
+        if not n:
+            return None
+        return replace(ref, index=-abs(n) if "vrev" in groups or n < 0 else n)
+    if ref.value == "generated":
+        n = parse_number(groups.get("gn", "")) or _parse_ordinal_word(groups.get("gord", ""))
+        return replace(ref, index=n) if n and n > 0 else None
     return ref
 
 
@@ -187,6 +353,10 @@ def _build_position(ref: Reference, groups: dict[str, str]) -> Reference | None:
 
 
 def _build_ordinal(ref: Reference, groups: dict[str, str]) -> Reference | None:
+    if "side" in groups:  # "从右数第二个", "third from the right", "second from last"
+        n = parse_number(groups.get("n", "")) or _parse_ordinal_word(groups.get("ord", ""))
+        axis, sign = COUNT_FROM[groups["side"]]
+        return replace(ref, index=sign * n, axis=axis) if n and n > 0 else None
     if "n" in groups:
         n = parse_number(groups["n"])
         return replace(ref, index=n) if n else None
@@ -207,28 +377,21 @@ def _build_ordinal(ref: Reference, groups: dict[str, str]) -> Reference | None:
 
 
 def _scan(text: str) -> list[Reference]:
-    found: list[tuple[int, int, int, Reference]] = []
+    found: list[tuple[int, int, int, list[Reference]]] = []
     for pattern in PATTERNS:
         for match in pattern.regex.finditer(text):
             if match.end() == match.start():
                 continue
-            ref = _build(pattern, match)
-            if ref is not None:
-                if ref.kind == "position" and "row" in match.groupdict() and match.group("row"):
-                    ref = _fix_column(ref, match.group(0))
-                found.append((-(ref.end - ref.start), pattern.priority, ref.start, ref))
+            built = _build(pattern, match)
+            if built:
+                length = match.end() - match.start()
+                found.append((-length, pattern.priority, match.start(), built))
     found.sort(key=lambda item: item[:3])
     taken: list[Reference] = []
-    for _, _, _, ref in found:
-        if all(ref.end <= other.start or ref.start >= other.end for other in taken):
-            taken.append(ref)
+    for _, _, _, refs in found:
+        if all(r.end <= o.start or r.start >= o.end for r in refs for o in taken):
+            taken.extend(refs)
     return sorted(taken, key=lambda r: r.start)
-
-
-def _fix_column(ref: Reference, matched: str) -> Reference:
-    if "column" in matched and ref.value in ("top", "bottom"):
-        return replace(ref, value="left" if ref.value == "top" else "right")
-    return ref
 
 
 def _fold(text: str, refs: list[Reference]) -> list[Reference]:
@@ -253,6 +416,11 @@ def _is_anchor(ref: Reference) -> bool:
 def _fold_pair(text: str, a: Reference, b: Reference) -> Reference | None:
     gap = text[a.end : b.start]
     counted = ("ordinal", "position")
+    # "第二排 second one", "third row 第一个" / "the rightmost in the bottom row"
+    if a.kind == "line" and b.kind in counted and b.scope is None and LINE_BEFORE.match(gap):
+        return replace(b, start=a.start, scope=a)
+    if a.kind in counted and a.scope is None and b.kind == "line" and LINE_AFTER.match(gap):
+        return replace(a, end=b.end, scope=b)
     if _is_group(a) and not a.weak and b.kind in counted and SCOPE_BEFORE.match(gap):
         return replace(b, start=a.start, scope=a)
     if a.kind in counted and _is_group(b) and not b.weak and SCOPE_AFTER.match(gap):
@@ -265,6 +433,17 @@ def _fold_pair(text: str, a: Reference, b: Reference) -> Reference | None:
     if a.kind == "chain" and a.value in relative and _is_anchor(b) and ANCHOR_AFTER.match(gap):
         return replace(a, end=b.end, scope=b)
     return None
+
+
+def _shared_count(text: str, refs: list[Reference]) -> list[Reference]:
+    """ "左上和右下那两张": a count after a list counts the list, not the last item."""
+    out = list(refs)
+    for i, ref in enumerate(refs):
+        if ref.count and i:
+            run = _joined_run(text, refs, i, -1)
+            if len(run) == ref.count:
+                out[i] = replace(ref, count=None, plural=False)
+    return out
 
 
 def _mask(text: str, refs: list[Reference]) -> str:
@@ -326,9 +505,11 @@ def _reach_backward(text: str, refs: list[Reference], cue_start: int) -> list[in
     return []
 
 
-def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
+def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bool]:
+    """Each reference's role, and whether the text asks for all images but the excluded ones."""
     masked = _mask(text, refs)
     roles: dict[int, Role] = {}
+    all_but = [False]
     # Batch words are fillers for cue reach, never excluded themselves.
     cuable = [r for r in refs if r.kind != "batch"]
     for _, end, _ in _cues(masked, SOURCE_ZH + "|" + SOURCE_EN, None):
@@ -340,7 +521,7 @@ def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
         borrowed = BORROW_BEFORE.search(before) and BORROW_AFTER.match(after)
         if borrowed or SOURCE_AFTER.match(after):
             roles[cuable[i].start] = "source"
-    pre = NEGATION_PRE_ZH + "|" + NEGATION_PRE_EN
+    pre = NEGATION_PRE_ZH + "|" + NEGATION_PRE_EN + _BUT_AFTER_BATCH
     post = NEGATION_POST_ZH + "|" + NEGATION_POST_EN
     for start, end, may_post in _cues(masked, pre, post):
         hits: list[int] = []
@@ -351,6 +532,8 @@ def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
             hits = _reach_forward(text, cuable, end)
         for i in hits:
             roles[cuable[i].start] = "excluded"
+        if hits and ALL_BUT.search(masked[start:end]):
+            all_but[0] = True
         if hits:
             # batch words inside a negated stretch ("其他的都不变") go with it
             low = min(start, cuable[hits[0]].start, cuable[hits[-1]].start)
@@ -362,20 +545,31 @@ def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
     for i in range(1, len(out)):
         if EITHER.match(text[out[i - 1].end : out[i].start]):
             out[i] = replace(out[i], either=True)
-    return out
+    return out, all_but[0]
 
 
 @dataclass(frozen=True)
 class ParsedText:
     text: str  # the normalised text the spans refer to
     references: tuple[Reference, ...]
+    all_but: bool = False  # "除了第二张", "all but the last": the rest are the targets
+    unread: tuple[str, ...] = ()  # words that refer to an image in a way the parse did not read
 
     def with_role(self, role: Role) -> tuple[Reference, ...]:
         return tuple(r for r in self.references if r.role == role)
 
 
+def _unread(text: str, refs: list[Reference]) -> tuple[str, ...]:
+    masked = _mask(text, refs)
+    return tuple(m.group(0) for regex in _UNREAD for m in regex.finditer(masked))
+
+
+_UNREAD = tuple(re.compile(fragment) for fragment in (*UNREAD_ZH, *UNREAD_EN))
+
+
 def parse_references(text: str) -> ParsedText:
     """Every image reference in `text`, in order, compounds folded and roles assigned."""
     normalised = normalise_text(text)
-    refs = _fold(normalised, _scan(normalised))
-    return ParsedText(normalised, tuple(_assign_roles(normalised, refs)))
+    refs = _shared_count(normalised, _fold(normalised, _scan(normalised)))
+    with_roles, all_but = _assign_roles(normalised, refs)
+    return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, refs))

@@ -217,7 +217,8 @@ add(K, C4, a(1, 2), "the top two", "上面两张", "上面兩張", "最上面两
 add(K, C4, a(3, 4), "下面两张", "the bottom two")
 add(K, C4, a(1, 2, 3), "最上面三张")
 add(K, C4, a(2, 3, 4), "the bottom three")
-add(K, G3, row_of(3), "最下面一排全部", "the bottom row", "最下面一排都调亮", "the whole bottom row")
+add(K, G3, row_of(3), "最下面一排全部", "the bottom row", "最下面一排都调亮",
+    "the whole bottom row")
 add(K, G3, row_of(1), "第一排全部", "the whole top row", "上面三张", "the top three")
 add(K, G3, row_of(2), "第二行都", "中间一排都", "the middle row")
 add(K, G3, col_of(2), "整个第二列", "the whole second column", "the middle column")
@@ -266,22 +267,22 @@ add(K, CH4, ("v0",), "原图", "把原图调亮", "最初那张", "参考图", "
 add(K, CH4, ("v2",), "上一个版本", "上个版本", "上一版", "上一個版本", "the previous version",
     "one version back", "the version before", "倒数第二个版本", "the second-to-last version",
     "第3版", "the third version")
-add(K, CH4, ("v1",), "上上个版本", "上上個版本", "two versions back", "两个版本之前", "兩個版本之前",
-    "the first generated version", "第一个生成的版本", "第一次生成的那张", "第一次生成的那張",
-    "第二个版本", "version 2")
+add(K, CH4, ("v1",), "上上个版本", "上上個版本", "two versions back", "两个版本之前",
+    "兩個版本之前", "the first generated version", "第一个生成的版本", "第一次生成的那张",
+    "第一次生成的那張", "第二个版本", "version 2")
 add(K, CH4, ("v0",), "上上上个版本", "three versions back", "三个版本之前")
 add(K, CH4, ("v3",), "最新的", "最新那张", "the latest one", "刚生成的", "上一个结果",
     "the previous result", "这个结果", "上一轮的", "the last version", "剛生成的")
-add(K, CH5, ("v2",), "上上个版本", "two versions back", "倒数第三个版本", "the second generated version",
-    "第二次生成的")
+add(K, CH5, ("v2",), "上上个版本", "two versions back", "倒数第三个版本",
+    "the second generated version", "第二次生成的")
 add(K, CH5, ("v1",), "the first generated version", "三个版本之前")
 add(K, CH5, ("v0",), "原图", "the original")
 add(K, CH2, ("v0",), "上一个版本", "the original", "上一個版本")
 
 # --- turns that produced several results -----------------------------------------------------
 K = "turn_results"
-add(K, RES4, r(3), "第三个", "第三张", "the third variant", "the third one", "第三个结果", "第三個結果",
-    "variant 3", "倒数第二个")
+add(K, RES4, r(3), "第三个", "第三张", "the third variant", "the third one", "第三个结果",
+    "第三個結果", "variant 3", "倒数第二个")
 add(K, RES4, r(2), "第二个变体", "the second image", "第二張")
 add(K, RES4, r(4), "the last variant", "最后一个", "最後一個")
 add(K, RES4, r(1), "the first result", "第一張", "第一个")
@@ -317,8 +318,8 @@ add(K, R3, None, "调亮一点", "make it brighter")
 
 # --- negation and redirects -------------------------------------------------------------------
 K = "negation"
-add(K, R3, a(3), "不要左边的，要右边那个", "不要左邊的，要右邊那個", "not the left one, the right one",
-    "改右边的，不是左边的", "the right one, not the left")
+add(K, R3, a(3), "不要左边的，要右边那个", "不要左邊的，要右邊那個",
+    "not the left one, the right one", "改右边的，不是左边的", "the right one, not the left")
 add(K, R3, a(3), "不是第二张，是第三张")
 add(K, R3, a(2), "不是第一張，是第二張", "not the first, the second")
 selected_chain = select_nodes(chain_on_canvas(3), "nv")
@@ -331,8 +332,8 @@ add(K, G3, ("r2c2",), "不要第一排的，要第二排第二个")
 K = "nonexistent"
 add(K, R5, None, "第六个", "第六張", "the sixth one", "倒数第六个", "seventh from the right",
     "右边六个", "第十一张", "第１１张", "第二排", "the second row", "第一和第六张", "除了第六张")
-add(K, G3, None, "第七排", "第四排第一个", "the fourth row, first picture", "第二排第四个", "第四列",
-    "the fifth column", "第十张", "倒数第四排", "第二排第四個")
+add(K, G3, None, "第七排", "第四排第一个", "the fourth row, first picture", "第二排第四个",
+    "第四列", "the fifth column", "第十张", "倒数第四排", "第二排第四個")
 add(K, RES4, None, "第五个", "the fifth variant", "第五個結果")
 add(K, CH2, None, "上上个版本", "two versions back", "the second generated version")
 add(K, CH4, None, "四个版本之前", "four versions back", "第五版", "左边那张", "第三张")
