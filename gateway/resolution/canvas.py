@@ -55,15 +55,21 @@ class CanvasLayout:
             (row[0] if horizontal == "left" else row[-1], col[0] if vertical == "top" else col[-1])
         )
 
-    def line(self, axis: str, index: int | None) -> tuple[CanvasNode, ...] | None:
+    def line(self, axis: str, index: int | None, count: int = 1) -> tuple[CanvasNode, ...] | None:
         """A row (left to right) or a column (top to bottom), numbered from 1 or from the end
-        (-1); `None` asks for the middle one. None when the canvas has no such line."""
+        (-1); `None` asks for the middle one; `count` lines from there inwards, in reading order.
+        None when the canvas has no such line."""
         lines = self.rows if axis == "row" else self.columns
         if index is None:
-            return lines[len(lines) // 2] if len(lines) % 2 else None
-        if index == 0 or abs(index) > len(lines):
+            return lines[len(lines) // 2] if len(lines) % 2 and count == 1 else None
+        if index == 0 or count > len(lines) or abs(index) > len(lines):
             return None
-        return lines[index - 1] if index > 0 else lines[index]
+        first = index - 1 if index > 0 else len(lines) + index - count + 1
+        if first < 0 or first + count > len(lines):
+            return None
+        if count == 1:
+            return lines[first]
+        return self._in_reading_order(n for line in lines[first : first + count] for n in line)
 
     def toward(self, position: str, count: int) -> tuple[CanvasNode, ...] | None:
         """The `count` images nearest a side, a whole column (or row) at a time ("右边三个", "the

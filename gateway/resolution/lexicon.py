@@ -191,6 +191,7 @@ BATCH_ZH: tuple[tuple[str, int | None, bool, bool], ...] = (
     ("这俩", 2, True, False),
     (f"(?P<count>{BATCH_NUM})(?:张|幅|个){ZH_NOUN}?(?:都|全都|全部)", None, True, False),
     (f"(?:所有|全部)的?(?:{ZH_NOUNS}|结果|张)", None, True, False),
+    (f"(?:所有|全部)的?(?P<count>{BATCH_NUM})(?:张|幅|个){ZH_NOUN}?", None, True, False),
     (f"每一?(?:张|幅){ZH_NOUN}?|每个图片?", None, True, False),
     ("它们(?:都|全都|全部)?", None, True, False),
     ("全部|全都|都|统统|通通", None, True, True),

@@ -292,6 +292,8 @@ def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | N
 def _build_line(
     ref: Reference, groups: dict[str, str], match: re.Match[str]
 ) -> list[Reference | None]:
+    if "lword2" in groups:  # "the two left columns" reads as "the left two columns"
+        groups = {**groups, "lword": groups["lword2"], "lcount": groups["lcount2"]}
     axis_word = groups["axis"]
     axis = LINE_AXIS_ZH.get(axis_word) or LINE_AXIS_EN[axis_word]
     if "llist" in groups:
@@ -300,6 +302,11 @@ def _build_line(
     if where is None:
         return [None]
     line = replace(ref, value=where[0], index=where[1], axis=axis, plural=True)
+    if "lcount" in groups:  # "最左边两列", "the top two rows": that many lines from that side
+        count = parse_number(groups["lcount"])
+        if not count or where[0] != "nth":
+            return [None]
+        return [replace(line, count=count) if count > 1 else line]
     item: Reference | None
     if "irev" in groups or "in" in groups:
         n = parse_number(groups.get("irev") or groups["in"])
@@ -376,9 +383,15 @@ def _build_ordinal(ref: Reference, groups: dict[str, str]) -> Reference | None:
     return ref if ref.index is not None else None
 
 
+_SCRIPTS = {"cjk": re.compile("[\u3400-\u9fff]"), "latin": re.compile("[a-z]")}
+
+
 def _scan(text: str) -> list[Reference]:
     found: list[tuple[int, int, int, list[Reference]]] = []
+    scripts = {name for name, regex in _SCRIPTS.items() if regex.search(text)}
     for pattern in PATTERNS:
+        if not pattern.needs <= scripts:
+            continue
         for match in pattern.regex.finditer(text):
             if match.end() == match.start():
                 continue

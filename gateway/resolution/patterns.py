@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from re import _parser as _regex_parser  # type: ignore[attr-defined]
+from typing import Any
 
 from gateway.resolution.lexicon import (
     BATCH_EN,
@@ -38,6 +41,49 @@ from gateway.resolution.lexicon import (
 )
 
 
+def _char_script(code: int) -> str | None:
+    if 0x3400 <= code <= 0x9FFF:
+        return "cjk"
+    return "latin" if chr(code).isascii() and chr(code).isalpha() else None
+
+
+def _required(items: Any) -> frozenset[str]:
+    """The scripts (cjk, latin) every match of a parsed regex must contain a character of.
+
+    Conservative: an optional part, a lookaround or a class mixing scripts requires nothing.
+    """
+    need: set[str] = set()
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            script = _char_script(av)
+            need |= {script} if script else set()
+        elif name == "IN":
+            scripts = set()
+            for member, value in av:
+                if str(member) == "LITERAL":
+                    scripts.add(_char_script(value))
+                elif str(member) == "RANGE":
+                    scripts |= {_char_script(value[0]), _char_script(value[1])}
+                else:
+                    scripts.add(None)
+            if len(scripts) == 1 and None not in scripts:
+                need |= scripts  # type: ignore[arg-type]
+        elif name == "BRANCH":
+            need |= frozenset.intersection(*(_required(branch) for branch in av[1]))
+        elif name == "SUBPATTERN":
+            need |= _required(av[-1])
+        elif name == "ATOMIC_GROUP":
+            need |= _required(av)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and av[0] >= 1:
+            need |= _required(av[2])
+    return frozenset(need)
+
+
+def required_scripts(regex: re.Pattern[str]) -> frozenset[str]:
+    return _required(_regex_parser.parse(regex.pattern, regex.flags))
+
+
 @dataclass(frozen=True)
 class Pattern:
     kind: Kind
@@ -49,6 +95,11 @@ class Pattern:
     plural: bool = False
     weak: bool = False
     results: bool = False  # an ordinal that counts the most recent turn's results
+
+    @cached_property
+    def needs(self) -> frozenset[str]:
+        """Scripts a text must contain for this pattern to be worth running on it."""
+        return required_scripts(self.regex)
 
 
 def _alternation(fragments: Iterable[str]) -> str:
@@ -99,6 +150,7 @@ def _position_patterns() -> list[Pattern]:
     # "left 那张") and a Chinese position with an English head ("the 最右边 one").
     zh += [
         rf"\b(?P<pos>{en_pos})\s*(?:的)?\s*(?:那|这)?(?P<count>{BATCH_NUM}|一)?{ZH_CLASSIFIER}{ZH_NOUN}?",
+        rf"\b(?P<pos>{en_pos})\s*的{after_de}",
         rf"(?P<pos>{zh_pos})(?:的)?\s*{EN_IMAGE}\b",
         # the whole message is a position: "中间偏左", "centre-right"
         rf"^(?P<pos>{zh_pos})(?:的|那张|那个)?$",
@@ -132,7 +184,7 @@ def _line_patterns() -> list[Pattern]:
     from_side = r"从(?P<lfrom>上|下|左|右|顶|底)(?:边|面|部)?(?:往|向)?(?:上|下|左|右)?数?起?的?"
     zh_line = (
         rf"(?:整个|整)?(?:倒数第(?P<lrev>{NUM})|{from_side}第(?P<lfromn>{NUM})|第(?P<ln>{NUM})"
-        rf"|(?P<lword>{_LINE_PLACE_ZH})(?:的)?(?:那|这)?一?)(?P<axis>排|行|列)"
+        rf"|(?P<lword>{_LINE_PLACE_ZH})(?:的)?(?:那|这)?(?:一|(?P<lcount>{BATCH_NUM}))?)(?P<axis>排|行|列)"
     )
     zh_item = (
         rf"(?:的|里的|中的|里|中|,|，)?\s*(?:倒数第(?P<irev>{NUM})|第(?P<in>{NUM})"
@@ -148,6 +200,11 @@ def _line_patterns() -> list[Pattern]:
         rf"|(?P<ipos>{en_pos})(?:[\s-]*most)?)(?:\s+{EN_IMAGE})?\b"
     )
     zh_list = rf"第(?P<llist>(?:{NUM})(?:(?:和|、|跟|与|,|，)第?(?:{NUM}))+)(?P<axis>排|行|列)"
+    en_count = (
+        rf"\b(?:the\s+)?(?:(?P<lword>{_LINE_PLACE_EN})(?:[\s-]*most)?\s+(?P<lcount>{EN_COUNT})"
+        rf"|(?P<lcount2>{EN_COUNT})\s+(?P<lword2>{_LINE_PLACE_EN})(?:[\s-]*most)?)"
+        r"\s+(?P<axis>row|column)s\b"
+    )
     en_list = (
         rf"\b(?:the\s+)?(?P<llist>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
         rf"(?:{_EN_ORD_LAST}))+)\s+(?P<axis>row|column)s\b"
@@ -157,6 +214,7 @@ def _line_patterns() -> list[Pattern]:
         Pattern("line", "", re.compile(en_line + f"(?:{en_item})?"), 5, plural=True),
         Pattern("line", "", _compile(zh_list), 5, plural=True),
         Pattern("line", "", re.compile(en_list), 5, plural=True),
+        Pattern("line", "", re.compile(en_count), 5, plural=True),
     ]
 
 
@@ -240,7 +298,7 @@ def _chain_position_patterns() -> list[Pattern]:
     lexicon entries)."""
     en_n = rf"{EN_COUNT}|one|a"
     parent = [
-        r"(?P<ups>(?:上|前){2,})一?(?:个|版)?(?:版本|版)",
+        r"(?P<ups>(?:上|前){2,})一?(?:个|版)?(?:版本|版|\s*version\b)",
         rf"(?P<dn>{NUM})个版本(?:之前|以前|前)",
         rf"\b(?P<dn>{en_n})\s+versions?\s+(?:back|ago|before|earlier|prior)\b",
         r"上一?个\s*version\b",

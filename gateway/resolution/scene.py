@@ -196,7 +196,7 @@ def _line_nodes(scene: Scene, line: Reference) -> tuple[CanvasNode, ...] | Match
     if scene.layout is None:
         return Match(problem=f"the text refers to {line.describe()} but no canvas images are known")
     assert line.axis is not None
-    nodes = scene.layout.line(line.axis, line.index)
+    nodes = scene.layout.line(line.axis, line.index, line.count or 1)
     if nodes is None:
         lines = scene.layout.rows if line.axis == "row" else scene.layout.columns
         return Match(problem=f"there is no {line.describe()[4:]}: the canvas has "
@@ -263,7 +263,8 @@ def _counted_line(scene: Scene, ref: Reference) -> tuple[CanvasNode, ...] | Matc
     """What "第一排倒数第二个" or "third from the right" counts: the named line, or for a count
     from a side the canvas's only row (column); several rows make "from the right" ambiguous."""
     if ref.scope is not None:
-        assert ref.scope.kind == "line"
+        if ref.scope.kind != "line":
+            return Match(problem=f"{ref.describe()} is counted only on the canvas or in a line")
         if ref.axis is not None and ref.axis != ref.scope.axis:
             return Match(problem=f"{ref.describe()} does not run along {ref.scope.describe()}")
         return _line_nodes(scene, ref.scope)
