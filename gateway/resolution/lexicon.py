@@ -334,3 +334,9 @@ UNREAD_EN = (
 ALL_BUT = re.compile(
     r"^(?:除了|除去|除开|除却)|\b(?:except(?: for)?|excluding|other than|but|apart from)\b"
 )
+# A line and what is counted in it: "第二排 second one", "third row 第一个" / "the rightmost in
+# the bottom row".
+LINE_BEFORE = re.compile(r"^\s*(?:的|里的|中的|里面的|当中的|里|中|,|，)?\s*$")
+LINE_AFTER = re.compile(r"^\s*(?:in|of|on|from|在)\s*$")
+# "all but the last", "everything except the corners": "but" right after a batch word is a cue
+BUT_AFTER_BATCH = r"|(?<=\x01 )but\b"
