@@ -17,8 +17,11 @@ class Reference:
     """One mention of an image in the text.
 
     `value` per kind: position → top-left|top-right|bottom-left|bottom-right|left|right|top|bottom|
-    middle; ordinal → "nth" (see `index`); chain → root|parent|latest; selection → selected|this;
-    upload → uploaded; batch → all; complement → other.
+    middle|centre-left|centre-right|corners; ordinal → "nth" (see `index`); line → nth|middle (a
+    row or column, see `axis`); chain → root|parent|version|generated|latest (parents count back
+    from the anchor, -2 being its parent; versions from the root, 1, or the end, -1; generated
+    versions from the root's child, 1); selection → selected|this; upload → uploaded; batch →
+    all; complement → other.
     """
 
     kind: Kind
@@ -40,15 +43,20 @@ class Reference:
         if self.kind == "position":
             text = f"the {self.value} image" + ("s" if self.plural or self.count else "")
         elif self.kind == "ordinal":
-            text = _describe_ordinal(self.index or 1, self.count)
-            if self.axis is not None:
+            index = self.index or 1
+            if self.axis is not None:  # "the 3rd image from the right"
                 side = {"row": ("left", "right"), "column": ("top", "bottom")}[self.axis]
-                text += f" from the {side[(self.index or 1) < 0]}"
+                text = f"the {_nth(abs(index))} image from the {side[index < 0]}"
+            else:
+                text = _describe_ordinal(index, self.count)
         elif self.kind == "chain":
             text = _describe_chain(self.value, self.index)
         elif self.kind == "line":
             place = "middle" if self.value == "middle" else _place(self.index or 1)
             text = f"the {place} {self.axis}"
+            if self.count:
+                end = "first" if (self.index or 1) > 0 else "last"
+                text = f"the {end} {self.count} {self.axis}s"
         elif self.kind == "selection":
             text = "the selected image" if self.value == "selected" else "this image"
         elif self.kind == "upload":
@@ -91,7 +99,7 @@ def _describe_chain(value: str, index: int | None) -> str:
         return "the original"
     if value == "parent":
         back = -(index or -2) - 1
-        return "the previous version" if back == 1 else f"the version {back} back"
+        return "the previous version" if back == 1 else f"the version {back} versions back"
     if value == "version":
         return f"the {_place(index or 1)} version"
     if value == "generated":

@@ -199,8 +199,8 @@ def _line_nodes(scene: Scene, line: Reference) -> tuple[CanvasNode, ...] | Match
     nodes = scene.layout.line(line.axis, line.index, line.count or 1)
     if nodes is None:
         lines = scene.layout.rows if line.axis == "row" else scene.layout.columns
-        return Match(problem=f"there is no {line.describe()[4:]}: the canvas has "
-                             f"{len(lines)} {line.axis}{'' if len(lines) == 1 else 's'}")
+        counted = f"{len(lines)} {line.axis}{'' if len(lines) == 1 else 's'}"
+        return Match(problem=f"the text refers to {line.describe()} but the canvas has {counted}")
     return nodes
 
 
@@ -273,7 +273,8 @@ def _counted_line(scene: Scene, ref: Reference) -> tuple[CanvasNode, ...] | Matc
     lines = scene.layout.rows if ref.axis == "row" else scene.layout.columns
     if len(lines) != 1:
         across = "rows" if ref.axis == "row" else "columns"
-        return Match(problem=f"the canvas has {len(lines)} {across}; {ref.describe()} of which?")
+        return Match(problem=f"the canvas has {len(lines)} {across} and the text does not say in "
+                             f"which to count {ref.describe()}")
     return lines[0]
 
 
