@@ -351,8 +351,10 @@ def _by_working_memory(scene: Scene, excluded: set[str]) -> Decision | None:
             continue
         targets = _originals(scene, left)
         if single and len(targets) > 1:
+            registered = list(scene.inp.assets)  # a tie lists them in registration order
+            tied = sorted(targets, key=registered.index)
             return _clarify(
-                scene, excluded, f"Working memory holds several candidates for {name}.", targets
+                scene, excluded, f"Working memory holds several candidates for {name}.", tied
             )
         reason = (
             f"No usable reference in the text; working memory gives {name}{_policy_note(scene)}."

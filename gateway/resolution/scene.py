@@ -88,8 +88,9 @@ class Scene:
         """The image in focus; none while the focus is only the first of a turn's several
         results that nothing has picked since (after "give me four variants", "再亮一点" asks)."""
         focus = self.known([self.ws.current_focus_asset_id])
-        latest = self.latest
-        if focus and len(latest) > 1 and focus[0] == latest[0]:
+        # `POST …/results` makes the first of the ids it was sent the focus
+        generated = self.ws.last_generated_asset_ids
+        if focus and len(generated) > 1 and focus[0] == generated[0]:
             if focus[0] not in self.ws.last_resolved_asset_ids:
                 return ()
         return focus
