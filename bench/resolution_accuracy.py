@@ -5,7 +5,8 @@ right (the expected images by an expected mode, or a clarification where one is 
 asked (a clarification where an answer was expected), silent wrong (images other than the
 expected ones, or any image where the rules should have asked: the failure that costs the user a
 paid generation) or wrong mode (the right images by another rule). Prints a Markdown table, as in
-docs/resolution.md. `--round 1|2` limits it to the rows written before / after the redesign.
+docs/resolution.md. `--round N` limits it to one round of rows (1: written before the resolver
+was read; 2, 3: written after the redesign, each measured once before anything was changed).
 
     .venv/bin/python bench/resolution_accuracy.py [--round N] [--misses]
 """
@@ -28,7 +29,7 @@ VERDICTS = ("right", "asked", "silent_wrong", "wrong_mode")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--round", type=int, choices=(1, 2))
+    parser.add_argument("--round", type=int, choices=(1, 2, 3))
     parser.add_argument("--misses", action="store_true", help="list every row not answered right")
     args = parser.parse_args()
     rows = [c for c in CASES if args.round is None or c.round == args.round]

@@ -97,7 +97,7 @@ def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | N
     if "ln" in groups:
         n = parse_number(groups["ln"])
         return ("nth", n) if n else None
-    word = groups["lword"]
+    word = groups["lword"].strip()
     place = LINE_PLACE.get(word)
     if place is None:
         n = parse_ordinal_word(word)

@@ -315,7 +315,7 @@ RESULT_HEAD_EN = r"(?:variant|variation|result|output|option|candidate|generatio
 UNREAD_ZH = (
     # a modifier before the demonstrative; a verb or 把 before it is fine ("把那张调亮")
     r"(?:的|[^\x01\s,.;!?，。；！？把将改用给让对要是选换调和跟与及或再就先都也])"
-    r"(?:那|这)一?(?:张|幅)",
+    r"(?:那|这)一?(?:张|幅|版)",
     r"(?:那|这)一?(?:张|幅|个)[^\x01\s,.;!?，。；！？]{1,10}的(?=$|[\s,.;!?，。；！？])",
     r"的(?:那|这)(?:个|几张|些)",
     r"第[0-9零一二两三四五六七八九十百]+(?:排|行|列|张|个|幅|版|号)|倒数",
@@ -328,6 +328,9 @@ UNREAD_EN = (
     r"(?:one|ones|image|images|picture|pictures|photo|photos|pic|pics)\b",
     r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|[0-9]+(?:st|nd|rd|th))"
     r" (?:row|column|version|variant|result)s?\b",
+    # a row, a column or versions the parse did not take in: "row 2, image 3" half read
+    r"\b(?:rows?|columns?)\b",
+    r"\b(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|a) versions?\b",
 )
 # Cues that mean "all of them but": the rest of the images are the targets ("除了第二张", "all but
 # the last"); other negation cues only take images out ("不要改左边那张").
@@ -336,7 +339,9 @@ ALL_BUT = re.compile(
 )
 # A line and what is counted in it: "第二排 second one", "third row 第一个" / "the rightmost in
 # the bottom row".
-LINE_BEFORE = re.compile(r"^\s*(?:的|里的|中的|里面的|当中的|里|中|,|，)?\s*$")
+LINE_BEFORE = re.compile(
+    r"^\s*(?:的|里的|中的|里面的|里面|里边的|里边|当中的|当中|之中的|里|中|,|，)?\s*$"
+)
 LINE_AFTER = re.compile(r"^\s*(?:in|of|on|from|在)\s*$")
 # "all but the last", "everything except the corners": "but" right after a batch word is a cue
 BUT_AFTER_BATCH = r"|(?<=\x01 )but\b"

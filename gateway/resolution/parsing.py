@@ -232,8 +232,18 @@ def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bo
 
 
 def _unread(text: str, refs: list[Reference]) -> tuple[str, ...]:
+    """Words that refer to an image but no construction read, and a line next to an image it
+    was not folded with ("第二排…第一张" with words between that say neither 'in' nor 'and')."""
     masked = _mask(text, refs)
-    return tuple(m.group(0) for regex in _UNREAD for m in regex.finditer(masked))
+    unread = [m.group(0) for regex in _UNREAD for m in regex.finditer(masked)]
+    for a, b in zip(refs, refs[1:], strict=False):
+        kinds = {a.kind, b.kind}
+        counted = a if a.kind != "line" else b
+        gap = text[a.end : b.start]
+        if "line" in kinds and counted.kind in ("ordinal", "position") and counted.scope is None:
+            if not JOIN.match(gap) and not BREAK.search(gap):
+                unread.append(text[a.start : b.end])
+    return tuple(unread)
 
 
 _UNREAD = tuple(re.compile(fragment) for fragment in (*UNREAD_ZH, *UNREAD_EN))

@@ -151,7 +151,7 @@ def _position_patterns() -> list[Pattern]:
     zh += [
         rf"\b(?P<pos>{en_pos})\s*(?:的)?\s*(?:那|这)?(?P<count>{BATCH_NUM}|一)?{ZH_CLASSIFIER}{ZH_NOUN}?",
         rf"\b(?P<pos>{en_pos})\s*的{after_de}",
-        rf"(?P<pos>{zh_pos})(?:的)?\s*{EN_IMAGE}\b",
+        rf"(?P<pos>{zh_pos})(?:的)?\s*(?:(?:that|this|the)\s+)?{EN_IMAGE}\b",
         # the whole message is a position: "中间偏左", "centre-right"
         rf"^(?P<pos>{zh_pos})(?:的|那张|那个)?$",
         rf"^(?:the\s+)?(?P<pos>{en_pos})(?:[\s-]+most)?(?:\s+{EN_IMAGE})?[.!]?$",
@@ -184,7 +184,8 @@ def _line_patterns() -> list[Pattern]:
     from_side = r"从(?P<lfrom>上|下|左|右|顶|底)(?:边|面|部)?(?:往|向)?(?:上|下|左|右)?数?起?的?"
     zh_line = (
         rf"(?:整个|整)?(?:倒数第(?P<lrev>{NUM})|{from_side}第(?P<lfromn>{NUM})|第(?P<ln>{NUM})"
-        rf"|(?P<lword>{_LINE_PLACE_ZH})(?:的)?(?:那|这)?(?:一|(?P<lcount>{BATCH_NUM}))?)(?P<axis>排|行|列)"
+        rf"|(?P<lword>{_LINE_PLACE_ZH}|\b(?:{_LINE_PLACE_EN})\s*)(?:的)?(?:那|这)?"
+        rf"(?:一|(?P<lcount>{BATCH_NUM}))?)(?P<axis>排|行|列)"
     )
     zh_item = (
         rf"(?:的|里的|中的|里|中|,|，)?\s*(?:倒数第(?P<irev>{NUM})|第(?P<in>{NUM})"
@@ -195,9 +196,13 @@ def _line_patterns() -> list[Pattern]:
         rf"\b(?:the\s+)?(?:whole\s+|entire\s+)?(?P<lword>{EN_ORD}|{_LINE_PLACE_EN})(?:[\s-]*most)?"
         rf"\s+(?P<axis>row|column)s?(?:\s+from\s+the\s+(?P<lend>top|bottom|left|right|end))?"
     )
+    en_numbered = (
+        rf"\b(?P<axis>row|column)\s*#?\s*(?P<ln>[0-9]+|{'|'.join(NUM_WORDS)})\b"
+    )
     en_item = (
         rf"(?:\s*,\s*|\s+)(?:the\s+)?(?:(?P<iord>{_EN_ORD_LAST})(?:[\s-]+(?:to[\s-]+)?(?P<ilast>last))?"
-        rf"|(?P<ipos>{en_pos})(?:[\s-]*most)?)(?:\s+{EN_IMAGE})?\b"
+        rf"|(?P<ipos>{en_pos})(?:[\s-]*most)?|(?:image|picture|photo|pic|one)\s*#?\s*(?P<in>[0-9]+))"
+        rf"(?:\s+{EN_IMAGE})?\b"
     )
     zh_list = rf"第(?P<llist>(?:{NUM})(?:(?:和|、|跟|与|,|，)第?(?:{NUM}))+)(?P<axis>排|行|列)"
     en_count = (
@@ -212,6 +217,7 @@ def _line_patterns() -> list[Pattern]:
     return [
         Pattern("line", "", _compile(zh_line + f"(?:{zh_item})?"), 5, plural=True),
         Pattern("line", "", re.compile(en_line + f"(?:{en_item})?"), 5, plural=True),
+        Pattern("line", "", re.compile(en_numbered + f"(?:{en_item})?"), 5, plural=True),
         Pattern("line", "", _compile(zh_list), 5, plural=True),
         Pattern("line", "", re.compile(en_list), 5, plural=True),
         Pattern("line", "", re.compile(en_count), 5, plural=True),
@@ -230,6 +236,7 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"(?<![之以然最])后(?P<last>{BATCH_NUM})(?:张|个|幅)", None),
         (rf"(?<![原底参母源初始贴])图(?P<n>{NUM})(?!样|下|点|些|起|直|定|致|般|共|模|标|层)", None),
         (rf"(?P<n>{NUM})号(?:图片|图像|图|作品)", None),
+        (rf"(?<![月0-9])(?P<n>{NUM})号(?![0-9码线楼店门机位字楼院房])", None),
     ]
     en = [
         (
@@ -301,6 +308,7 @@ def _chain_position_patterns() -> list[Pattern]:
         r"(?P<ups>(?:上|前){2,})一?(?:个|版)?(?:版本|版|\s*version\b)",
         rf"(?P<dn>{NUM})个版本(?:之前|以前|前)",
         rf"\b(?P<dn>{en_n})\s+versions?\s+(?:back|ago|before|earlier|prior)\b",
+        rf"\b(?:go(?:ing)?\s+)?back\s+(?P<dn>{en_n})\s+versions?\b",
         r"上一?个\s*version\b",
     ]
     version = [
@@ -316,7 +324,13 @@ def _chain_position_patterns() -> list[Pattern]:
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:generated|edited)\s+(?:version|image|one|picture)\b",
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:edit|generation)\b",
     ]
+    # "最早那版", "原来的那个版本": a word for the start of the chain with a head
+    root = (
+        r"(?:最早|最初|最开始|一开始|原来|原始|初始)的?(?:那|这)?一?"
+        r"(?:张|幅|版|个版本|版本|图片|图)"
+    )
     mixed = [
+        (root, "root"),
         (r"\boriginal\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)(?:图)?", "root"),
         (r"\blatest\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)(?:图)?", "latest"),
     ]

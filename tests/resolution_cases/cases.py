@@ -463,6 +463,86 @@ add(K, with_results(R7, 1), None, "the sunset one", "颜色最暗的那张", "th
     "带logo的那张", "那张有人的")
 add(K, G24, None, "左边那张", "the middle one")
 
+# =============================================================================================
+# Round 3: written after round 2 was fixed, measured before any change.
+ROUND = 3
+G45, R6C = grid(4, 5), row(6)
+R3_ONE = with_results(R3, 1)
+
+K = "script_numerals"
+add(K, G3, ("r1c3",), "把3号调亮", "no. 3")
+add(K, G45, ("r4c5",), "第二十张")
+add(K, G45, ("r3c3",), "第十三个", "the 13th picture")
+add(K, G45, ("r3c1",), "倒數第十個")
+add(K, R3, a(3), "第三張圖片")
+
+K = "mixed_language"
+add(K, G3, ("r1c3",), "右上角 that one")
+add(K, R5, a(2), "2nd 那个")
+add(K, G3, ("r2c2",), "middle row 的第二个")
+add(K, G3, row_of(1), "top 那一排")
+
+K = "row_column"
+add(K, G3, ("r2c3",), "第二行的第三张", "row 2, image 3", "the 2nd row, 3rd image")
+add(K, G3, ("r2c1",), "第二排里面第一张")
+add(K, G3, ("r3c1",), "in the third row, the first one")
+add(K, G3, ("r3c3",), "第三列最下面那张")
+add(K, G3, ("r3c2",), "the middle image of the bottom row", "最下面一排的中间")
+
+K = "from_either_end"
+add(K, R6C, a(5), "倒数第2张", "second-last", "second from right")
+add(K, R6C, a(4), "从右往左数第三张")
+add(K, R6C, a(2), "从左往右第二个")
+add(K, R6C, a(3), "3rd from left")
+
+K = "sets"
+add(K, R6C, a(4, 5, 6), "右边的三张", "最后三个")
+add(K, R6C, a(1, 2), "左边那两张")
+add(K, R6C, a(1, 2, 3), "the leftmost three")
+add(K, R6C, a(1, 2, 3, 4, 5, 6), "all 6", "六张全部")
+add(K, G3, row_of(1), "最上面一行的三张")
+add(K, G3, col_of(2), "中间那一列", "the centre column")
+add(K, G3, ("r1c1", "r1c3", "r3c1", "r3c3"), "四个角上的图片")
+
+K = "lists_exclusions"
+add(K, R6C, a(2, 4, 6), "第二张、第四张和第六张")
+add(K, R6C, a(1, 3, 5), "the 1st, 3rd and 5th")
+add(K, R6C, a(1, 2), "第一、二张")
+add(K, R6C, a(1, 4, 5, 6), "除了第二个和第三个，其他都调亮")
+add(K, R6C, a(2, 3, 4, 5), "all except the first and the last")
+add(K, R6C, a(2, 3, 4, 5, 6), "除了最左边的")
+
+K = "version_chain"
+add(K, CH5, ("v2",), "上上一个版本", "退回到上上个版本", "go back two versions")
+add(K, CH5, ("v1",), "第一次修改的")
+add(K, CH5, ("v0",), "the original upload", "最早那版")
+
+K = "turn_results"
+add(K, RES4, r(3), "第三个方案")
+add(K, RES4, r(2), "the 2nd option")
+add(K, RES4, r(4), "option #4", "第四个候选")
+add(K, RES4, None, "好，就这样再亮一点", "nice, more contrast")
+
+K = "selection"
+add(K, select_nodes(R3, "n3"), a(3), "我刚选的那张", modes=SELECTION)
+add(K, flag_nodes(R3, "n1", "n2"), a(1, 2), "框选的这两张", modes=SELECTION)
+
+K = "priority"
+add(K, CH4, ("v3",), "make the background blue", "把背景换成蓝色", modes=MEMORY)
+add(K, R3_ONE, r(1), "在左边加一棵树", modes=MEMORY)
+
+K = "negation"
+add(K, R3, a(1), "不改中间的，改左边", "右边那张别动，改左边那张")
+add(K, R3, a(3), "leave the middle, edit the right one")
+
+K = "nonexistent"
+add(K, R6C, None, "第七张", "倒数第七个", "the 3rd row", "左边七张")
+add(K, CH5, None, "上上上上上上个版本", "ten versions back")
+
+K = "partial"
+add(K, R3_ONE, None, "the cat picture", "穿红衣服的那张", "the darker one", "那张比较亮的",
+    "the image with the red car")
+
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
          "nonexistent", "partial"]
