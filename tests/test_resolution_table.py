@@ -15,6 +15,7 @@ from opencc_purepy import OpenCC
 from gateway.resolution.resolver import ResolutionInput, resolve_targets
 from tests.resolution_cases import CASES, KINDS, Case
 from tests.resolution_cases.harness import resolution_input, verdict
+from tests.resolution_cases.scenes import row, with_results
 
 _SIMPLIFIED = OpenCC("t2s")
 
@@ -104,3 +105,16 @@ def test_scaling_and_moving_the_canvas_never_changes_the_answer(
     )
     assert _answer(dataclasses.replace(inp, canvas_nodes=moved)) == _answer(inp)
 
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["把背景换成3号色", "12月3号的照片再亮一点", "在左边加一棵树", "第一步先调色", "把文字放在右下角",
+     "add a cat in the top-left corner", "make the sky one shade bluer"],
+)  # fmt: skip
+def test_content_words_leave_the_focus_in_place(text: str) -> None:
+    # positions and numbers that describe the content, not which image: working memory decides
+    scene = with_results(row(3), 1)
+    decision = resolve_targets(resolution_input(scene, text))
+    answer = (decision.mode, decision.target_asset_ids)
+    assert answer == ("working_memory", ("r1",)), decision.reason

@@ -325,7 +325,8 @@ UNREAD_EN = (
     r"\bthe (?:one|ones|image|images|picture|pictures|photo|photos|pic|pics) "
     r"(?:with|of|that|which|where|showing|having|without|from|in|on|at)\b",
     r"\bthe (?!(?:same|whole|entire|other|current|edited|new|final|\x01)\b)[a-z]+ "
-    r"(?:one|ones|image|images|picture|pictures|photo|photos|pic|pics)\b",
+    r"(?:one|ones|image|images|picture|pictures|photo|photos|pic|pics)\b"
+    r"(?! (?:shade|bit|step|notch|level|tone|stop|degree|touch)s?\b)",  # "one shade bluer"
     r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|[0-9]+(?:st|nd|rd|th))"
     r" (?:row|column|version|variant|result)s?\b",
     # a row, a column or versions the parse did not take in: "row 2, image 3" half read

@@ -236,7 +236,9 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"(?<![之以然最])后(?P<last>{BATCH_NUM})(?:张|个|幅)", None),
         (rf"(?<![原底参母源初始贴])图(?P<n>{NUM})(?!样|下|点|些|起|直|定|致|般|共|模|标|层)", None),
         (rf"(?P<n>{NUM})号(?:图片|图像|图|作品)", None),
-        (rf"(?<![月0-9])(?P<n>{NUM})号(?![0-9码线楼店门机位字楼院房])", None),
+        # "把3号调亮": a number with 号 before a verb or a boundary ("3号色", "12月3号" are not)
+        (rf"(?<![月0-9])(?P<n>{NUM})号(?=$|[\s,.;!?，。；！？]|(?:那|这)(?:张|幅)|的|调|改|换|再|变|加|去|删|用)",
+         None),
     ]
     en = [
         (
