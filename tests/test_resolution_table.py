@@ -109,8 +109,8 @@ def test_scaling_and_moving_the_canvas_never_changes_the_answer(
 
 @pytest.mark.parametrize(
     "text",
-    ["把背景换成3号色", "12月3号的照片再亮一点", "在左边加一棵树", "第一步先调色", "把文字放在右下角",
-     "add a cat in the top-left corner", "make the sky one shade bluer"],
+    ["把背景换成3号色", "12月3号的照片再亮一点", "在左边加一棵树", "第一步先调色",
+     "把文字放在右下角", "add a cat in the top-left corner", "make the sky one shade bluer"],
 )  # fmt: skip
 def test_content_words_leave_the_focus_in_place(text: str) -> None:
     # positions and numbers that describe the content, not which image: working memory decides
