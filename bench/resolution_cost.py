@@ -5,7 +5,8 @@ columns, counts from either end, sets, lists, exclusions, mixed language, tradit
 plus the same canvas with a selection, a version chain in focus and a four-result turn, each
 resolved many times; the per-call times give p50 and p99. Target: p99 < 2 ms. Two clocks:
 the thread's CPU time (the resolver's own cost, unmoved by other processes on a shared machine)
-and wall time (what a caller waits, including time the scheduler gives to others).
+and wall time (what a caller waits, including time the scheduler gives to others). Then the
+slowest of the longest texts the route accepts, made of one reference word repeated.
 
     .venv/bin/python bench/resolution_cost.py [--rounds 30]
 """
@@ -72,6 +73,28 @@ def main() -> None:
         met = "met" if p99 < TARGET_P99_MS else "NOT met"
         print(f"{name:5} p50 {p50:.3f} ms   p99 {p99:.3f} ms   max {times[-1]:.3f} ms   "
               f"(target p99 < {TARGET_P99_MS} ms: {met})")
+    worst = max(_longest_texts(), key=lambda item: item[1])
+    print(f"longest text the route accepts ({MAX_TEXT:,} characters of repeated reference "
+          f"words), slowest: {worst[0]!r} x{MAX_TEXT // len(worst[0])}: {worst[1]:.0f} ms")
+
+
+MAX_TEXT = 20_000  # gateway/routes/resolve.py MAX_TEXT_CHARS
+# runs of the words the constructions are built from: every one must stay linear in the text
+REPEATED = ("第", "上", "一二三", "1", "the ", "first, ", "第一、", "第一排第二个", "左边和",
+            "不要左边的，", "all but the last ", "像原图一样", "top-left 的那个 ",
+            "有猫的那张")  # fmt: skip
+
+
+def _longest_texts() -> list[tuple[str, float]]:
+    canvas = resolution_input(grid(3, 3), "")
+    out = []
+    for word in REPEATED:
+        inp = dataclasses.replace(canvas, text=(word * (MAX_TEXT // len(word) + 1))[:MAX_TEXT])
+        start = time.thread_time_ns()
+        resolve_targets(inp)
+        out.append((word, (time.thread_time_ns() - start) / 1e6))
+    return out
+
 
 if __name__ == "__main__":
     main()

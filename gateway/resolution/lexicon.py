@@ -18,8 +18,10 @@ Kind = Literal[
 # one wins (so "上一个版本" beats "上一个", "这个结果" beats "这个").
 # ---------------------------------------------------------------------------------------------
 
-NUM = r"[0-9]+|[零一二两三四五六七八九十百]+"
-BATCH_NUM = r"[0-9]+|[两二三四五六七八九十]+"  # "这一张" is "this one", not a batch
+# Bounded: a number is a few characters, and an unbounded run would make every start position of
+# a long run of digits or numerals scan to its end.
+NUM = r"[0-9]{1,4}|[零一二两三四五六七八九十百]{1,6}"
+BATCH_NUM = r"[0-9]{1,4}|[两二三四五六七八九十]{1,4}"  # "这一张" is "this one", not a batch
 NUM_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
@@ -318,8 +320,8 @@ UNREAD_ZH = (
     r"(?:那|这)一?(?:张|幅|版)",
     r"(?:那|这)一?(?:张|幅|个)[^\x01\s,.;!?，。；！？]{1,10}的(?=$|[\s,.;!?，。；！？])",
     r"的(?:那|这)(?:个|几张|些)",
-    r"第[0-9零一二两三四五六七八九十百]+(?:排|行|列|张|个|幅|版|号)|倒数",
-    r"[0-9零一二两三四五六七八九十]+个版本",
+    r"第[0-9零一二两三四五六七八九十百]{1,6}(?:排|行|列|张|个|幅|版|号)|倒数",
+    r"[0-9零一二两三四五六七八九十]{1,6}个版本",
 )
 UNREAD_EN = (
     r"\bthe (?:one|ones|image|images|picture|pictures|photo|photos|pic|pics) "

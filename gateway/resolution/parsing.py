@@ -13,7 +13,9 @@ and a row to the table in `tests/resolution_cases/cases.py`.
 
 from __future__ import annotations
 
+import itertools
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -51,6 +53,7 @@ from gateway.resolution.reference import ParsedText, Reference, Role
 __all__ = ["ParsedText", "Reference", "Role", "normalise_text", "parse_number", "parse_references"]
 
 _MAX_CUE_GAP = 24
+_AFTER_WINDOW = 48  # what SOURCE_AFTER / BORROW_AFTER read after a reference
 _SCOPE_KINDS = ("selection", "upload", "batch")
 _ANCHOR_KINDS = ("position", "ordinal", "selection", "upload")
 _SCRIPTS = {"cjk": re.compile("[\u3400-\u9fff]"), "latin": re.compile("[a-z]")}
@@ -71,9 +74,12 @@ def _scan(text: str) -> list[Reference]:
                 found.append((-length, pattern.priority, match.start(), built))
     found.sort(key=lambda item: item[:3])
     taken: list[Reference] = []
+    used = bytearray(len(text))  # characters already read by a longer (or preferred) match
     for _, _, _, refs in found:
-        if all(r.end <= o.start or r.start >= o.end for r in refs for o in taken):
+        if not any(any(used[r.start : r.end]) for r in refs):
             taken.extend(refs)
+            for r in refs:
+                used[r.start : r.end] = b"\x01" * (r.end - r.start)
     return sorted(taken, key=lambda r: r.start)
 
 
@@ -166,26 +172,26 @@ def _joined_run(text: str, refs: list[Reference], first: int, step: int) -> list
     return run
 
 
+def _start(ref: Reference) -> int:
+    return ref.start
+
+
 def _reach_forward(text: str, refs: list[Reference], cue_end: int) -> list[int]:
-    for i, ref in enumerate(refs):
-        if ref.start < cue_end:
-            continue
-        gap = text[cue_end : ref.start]
-        if len(gap) > _MAX_CUE_GAP or BREAK.search(gap):
-            return []
-        return _joined_run(text, refs, i, 1)
-    return []
+    """The first reference after a cue (and those joined to it), if the cue reaches it."""
+    i = bisect_left(refs, cue_end, key=_start)  # refs are disjoint, in text order
+    if i == len(refs):
+        return []
+    gap = text[cue_end : refs[i].start]
+    if len(gap) > _MAX_CUE_GAP or BREAK.search(gap):
+        return []
+    return _joined_run(text, refs, i, 1)
 
 
 def _reach_backward(text: str, refs: list[Reference], cue_start: int) -> list[int]:
-    for i in range(len(refs) - 1, -1, -1):
-        ref = refs[i]
-        if ref.end > cue_start:
-            continue
-        if not POST_GAP.match(text[ref.end : cue_start]):
-            return []
-        return _joined_run(text, refs, i, -1)
-    return []
+    i = bisect_right(refs, cue_start, key=lambda r: r.end) - 1
+    if i < 0 or not POST_GAP.match(text[refs[i].end : cue_start]):
+        return []
+    return _joined_run(text, refs, i, -1)
 
 
 def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bool]:
@@ -200,7 +206,7 @@ def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bo
             roles[cuable[i].start] = "source"
     for i, ref in enumerate(cuable):
         before = text[max(0, ref.start - 8) : ref.start]
-        after = text[ref.end :]
+        after = text[ref.end : ref.end + _AFTER_WINDOW]
         borrowed = BORROW_BEFORE.search(before) and BORROW_AFTER.match(after)
         if borrowed or SOURCE_AFTER.match(after):
             roles[cuable[i].start] = "source"
@@ -221,8 +227,10 @@ def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bo
             # batch words inside a negated stretch ("其他的都不变") go with it
             low = min(start, cuable[hits[0]].start, cuable[hits[-1]].start)
             high = max(end, cuable[hits[0]].end, cuable[hits[-1]].end)
-            for ref in refs:
-                if ref.kind == "batch" and low <= ref.start and ref.end <= high:
+            for ref in itertools.islice(refs, bisect_left(refs, low, key=_start), None):
+                if ref.end > high:
+                    break
+                if ref.kind == "batch":
                     roles[ref.start] = "excluded"
     out = [replace(r, role=roles.get(r.start, "target")) for r in refs]
     for i in range(1, len(out)):

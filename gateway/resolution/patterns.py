@@ -204,7 +204,9 @@ def _line_patterns() -> list[Pattern]:
         rf"|(?P<ipos>{en_pos})(?:[\s-]*most)?|(?:image|picture|photo|pic|one)\s*#?\s*(?P<in>[0-9]+))"
         rf"(?:\s+{EN_IMAGE})?\b"
     )
-    zh_list = rf"第(?P<llist>(?:{NUM})(?:(?:和|、|跟|与|,|，)第?(?:{NUM}))+)(?P<axis>排|行|列)"
+    zh_list = (
+        rf"第(?P<llist>(?:{NUM})(?:(?:和|、|跟|与|,|，)第?(?:{NUM})){{1,9}})(?P<axis>排|行|列)"
+    )
     en_count = (
         rf"\b(?:the\s+)?(?:(?P<lword>{_LINE_PLACE_EN})(?:[\s-]*most)?\s+(?P<lcount>{EN_COUNT})"
         rf"|(?P<lcount2>{EN_COUNT})\s+(?P<lword2>{_LINE_PLACE_EN})(?:[\s-]*most)?)"
@@ -212,7 +214,7 @@ def _line_patterns() -> list[Pattern]:
     )
     en_list = (
         rf"\b(?:the\s+)?(?P<llist>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
-        rf"(?:{_EN_ORD_LAST}))+)\s+(?P<axis>row|column)s\b"
+        rf"(?:{_EN_ORD_LAST})){{1,9}})\s+(?P<axis>row|column)s\b"
     )
     return [
         Pattern("line", "", _compile(zh_line + f"(?:{zh_item})?"), 5, plural=True),
@@ -270,10 +272,10 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"\b(?:the\s+)?(?P<ord>{EN_ORD})(?:[\s-]+{en_head})?[\s-]+from[\s-]+(?:the[\s-]+)?"
          r"(?P<side>left|right|top|bottom|end|last)\b", None),
         # lists sharing one head: "第1、3、5张", "1st and 3rd", "first, third and fifth"
-        (rf"第(?P<list>(?:{NUM})(?:(?:、|,|，|和|跟|与)第?(?:{NUM}))+)"
+        (rf"第(?P<list>(?:{NUM})(?:(?:、|,|，|和|跟|与)第?(?:{NUM})){{1,9}})"
          rf"{ZH_CLASSIFIER}{ZH_NOUN}?", None),
         (rf"\b(?:the\s+)?(?P<list>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
-         rf"(?:{EN_ORD}|last))+)(?:\s+{EN_NOUN})?\b", None),
+         rf"(?:{EN_ORD}|last)){{1,9}})(?:\s+{EN_NOUN})?\b", None),
         # Chinese mixed with English: "third 那张", "last 那个", "first 和 last", "第二个 picture"
         (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:的)?\s*(?:那|这)?一?{ZH_CLASSIFIER}{ZH_NOUN}?", None),
         (rf"\b(?P<ord>{EN_ORD}|last)\b(?=\s*(?:和|跟|与|、))", None),
@@ -287,7 +289,7 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:个|张)?\s*(?:{RESULT_HEAD_ZH})", None),
         (rf"\b(?:the\s+)?(?P<ord>{EN_ORD}|last)[\s-]+{RESULT_HEAD_EN}\b", None),
         (rf"\b(?:the\s+)?(?P<list>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
-         rf"(?:{EN_ORD}|last))+)\s+{RESULT_HEAD_EN}\b", None),
+         rf"(?:{EN_ORD}|last)){{1,9}})\s+{RESULT_HEAD_EN}\b", None),
         (r"\b(?:variant|variation|result|output|option|candidate)\s*#?\s*"
          r"(?P<n>[0-9]+|one|two|three|four|five|six|seven|eight|nine)\b", None),
     ]
@@ -307,7 +309,7 @@ def _chain_position_patterns() -> list[Pattern]:
     lexicon entries)."""
     en_n = rf"{EN_COUNT}|one|a"
     parent = [
-        r"(?P<ups>(?:上|前){2,})一?(?:个|版)?(?:版本|版|\s*version\b)",
+        r"(?P<ups>(?:上|前){2,6})一?(?:个|版)?(?:版本|版|\s*version\b)",
         rf"(?P<dn>{NUM})个版本(?:之前|以前|前)",
         rf"\b(?P<dn>{en_n})\s+versions?\s+(?:back|ago|before|earlier|prior)\b",
         rf"\b(?:go(?:ing)?\s+)?back\s+(?P<dn>{en_n})\s+versions?\b",
@@ -383,6 +385,8 @@ PATTERNS: tuple[Pattern, ...] = tuple(
     + _position_patterns()
     + _line_patterns()
 )
+for _pattern in PATTERNS:  # derive each pattern's scripts at import, not on the first request
+    _pattern.needs  # noqa: B018
 POSITION_LOOKUP: dict[str, str] = {
     **{w: value for value, words in POSITIONS_ZH.items() for w in words},
     **{w: value for value, words in POSITIONS_EN.items() for w in words},
