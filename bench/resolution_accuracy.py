@@ -6,7 +6,8 @@ asked (a clarification where an answer was expected), silent wrong (images other
 expected ones, or any image where the rules should have asked: the failure that costs the user a
 paid generation) or wrong mode (the right images by another rule). Prints a Markdown table, as in
 docs/resolution.md. `--round N` limits it to one round of rows (1: written before the resolver
-was read; 2, 3: written after the redesign, each measured once before anything was changed).
+was read; 2, 3: written after the redesign, each measured once before anything was changed; 4:
+found silently wrong in review, added with their fix).
 
     .venv/bin/python bench/resolution_accuracy.py [--round N] [--misses]
 """
@@ -29,7 +30,7 @@ VERDICTS = ("right", "asked", "silent_wrong", "wrong_mode")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--round", type=int, choices=(1, 2, 3))
+    parser.add_argument("--round", type=int, choices=(1, 2, 3, 4))
     parser.add_argument("--misses", action="store_true", help="list every row not answered right")
     args = parser.parse_args()
     rows = [c for c in CASES if args.round is None or c.round == args.round]

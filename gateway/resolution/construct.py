@@ -82,6 +82,9 @@ def _build_list(
     return refs
 
 
+_ALONG = {"row": ("left", "right"), "column": ("top", "bottom")}
+
+
 def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | None:
     """(value, index) of a row or column: ("nth", 2), ("nth", -1) for the last, ("middle", None)."""
     if "lrev" in groups:
@@ -99,11 +102,15 @@ def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | N
         return ("nth", n) if n else None
     word = groups["lword"].strip()
     place = LINE_PLACE.get(word)
+    end = groups.get("lend")
+    # rows are counted from the top or bottom, columns from a side: "the top row from the right"
+    # counts something else, which this reading cannot place
+    if end is not None and (place is not None or end in _ALONG[axis]):
+        return None
     if place is None:
         n = parse_ordinal_word(word)
         if not n:
             return None
-        end = groups.get("lend")
         return "nth", -n if end in ("bottom", "right", "end") else n
     if place == "middle":
         return "middle", None
@@ -131,7 +138,9 @@ def _build_line(
     item: Reference | None
     if "irev" in groups or "in" in groups:
         n = parse_number(groups.get("irev") or groups["in"])
-        index = (-n if "irev" in groups else n) if n else None
+        # "倒数第二个", "右边第二个" / "从右数第二个" inside the line count from its end
+        from_end = "irev" in groups or groups.get("iside") == "右"
+        index = (-n if from_end else n) if n else None
         item = Reference("ordinal", "nth", ref.start, ref.end, index=index) if index else None
     elif "iord" in groups:
         n = parse_ordinal_word(groups["iord"])

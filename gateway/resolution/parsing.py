@@ -240,20 +240,21 @@ def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bo
 
 
 def _unread(text: str, refs: list[Reference]) -> tuple[str, ...]:
-    """Words that refer to an image but no construction read, and a line next to an image it
-    was not folded with ("第二排…第一张" with words between that say neither 'in' nor 'and')."""
+    """Words that refer to an image but no construction read, and two images named side by side
+    with words between them that say neither "and" nor "in" ("第二排的左边第二张" read as "the
+    left of row 2" plus "the 2nd image"): the parse did not find how they go together."""
     masked = _mask(text, refs)
     unread = [m.group(0) for regex in _UNREAD for m in regex.finditer(masked)]
-    for a, b in zip(refs, refs[1:], strict=False):
-        kinds = {a.kind, b.kind}
-        counted = a if a.kind != "line" else b
+    named = [r for r in refs if r.role == "target" and not r.weak and r.kind in _NAMING]
+    for a, b in zip(named, named[1:], strict=False):
         gap = text[a.end : b.start]
-        if "line" in kinds and counted.kind in ("ordinal", "position") and counted.scope is None:
-            if not JOIN.match(gap) and not BREAK.search(gap):
-                unread.append(text[a.start : b.end])
+        joined = gap.strip() and (JOIN.match(gap) or EITHER.match(gap))
+        if not (joined or BREAK.search(gap)):
+            unread.append(text[a.start : b.end])
     return tuple(unread)
 
 
+_NAMING = ("position", "ordinal", "line", "chain", "selection", "upload")
 _UNREAD = tuple(re.compile(fragment) for fragment in (*UNREAD_ZH, *UNREAD_EN))
 
 
@@ -262,4 +263,4 @@ def parse_references(text: str) -> ParsedText:
     normalised = normalise_text(text)
     refs = _shared_count(normalised, _fold(normalised, _scan(normalised)))
     with_roles, all_but = _assign_roles(normalised, refs)
-    return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, refs))
+    return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, with_roles))

@@ -188,7 +188,8 @@ def _line_patterns() -> list[Pattern]:
         rf"(?:一|(?P<lcount>{BATCH_NUM}))?)(?P<axis>排|行|列)"
     )
     zh_item = (
-        rf"(?:的|里的|中的|里|中|,|，)?\s*(?:倒数第(?P<irev>{NUM})|第(?P<in>{NUM})"
+        rf"(?:的|里的|中的|里面的|里面|里|中|,|，)?\s*(?:倒数第(?P<irev>{NUM})"
+        rf"|(?:从?(?P<iside>左|右)(?:边|面|侧)?(?:往(?:左|右))?(?:数起?|起)?的?)?第(?P<in>{NUM})"
         rf"|(?P<ipos>{zh_pos}))(?:的)?(?:那|这)?一?{ZH_CLASSIFIER}?{ZH_NOUN}?"
         rf"|(?:的)?(?P<single>(?:那|这)一?{ZH_CLASSIFIER}){ZH_NOUN}?"
     )

@@ -39,8 +39,8 @@ class Case:
     text: str
     expected: tuple[str, ...] | None  # None: clarification
     modes: tuple[str, ...]
-    # 1: written from the requirements before the resolver was read; 2: written after the
-    # redesign and first run unchanged (docs/resolution.md reports both)
+    # 1: written from the requirements before the resolver was read; 2, 3: written after the
+    # redesign and first run unchanged; 4: found in review (docs/resolution.md reports them)
     round: int = 1
 
     @property
@@ -542,6 +542,19 @@ add(K, CH5, None, "上上上上上上个版本", "ten versions back")
 K = "partial"
 add(K, R3_ONE, None, "the cat picture", "穿红衣服的那张", "the darker one", "那张比较亮的",
     "the image with the red car")
+
+# =============================================================================================
+# Round 4: phrasings found silently wrong while reviewing round 3's fixes, added with their fix.
+ROUND = 4
+
+K = "row_column"
+add(K, G24, ("r2c2",), "第二排的左边第二张")
+add(K, G24, ("r1c4",), "第一排右边第一张")
+add(K, G24, ("r2c3",), "第二排从右数第二个")
+add(K, G24, ("r1c3",), "第一排里面第三个", "the second from the right in the top row")
+
+K = "partial"
+add(K, G24, None, "the second one in the top row from the right")
 
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
