@@ -120,10 +120,16 @@ def _line_index(groups: dict[str, str], axis: str) -> tuple[str, int | None] | N
 def _build_line(
     ref: Reference, groups: dict[str, str], match: re.Match[str]
 ) -> list[Reference | None]:
-    if "lword2" in groups:  # "the two left columns" reads as "the left two columns"
+    if "lcount2" in groups:  # "the two left columns" reads as "the left two columns"
         groups = {**groups, "lword": groups["lword2"], "lcount": groups["lcount2"]}
-    axis_word = groups["axis"]
-    axis = LINE_AXIS_ZH.get(axis_word) or LINE_AXIS_EN[axis_word]
+    elif "ipos2" in groups:  # "middle left": the left image of the middle row
+        groups = {**groups, "lword": groups["lword2"], "ipos": groups["ipos2"]}
+    implied = match.re.groupindex.keys() & {"rowaxis", "columnaxis"}
+    if implied:  # "最下面中间那张": the construction implies a row (or column) without 排/列
+        axis = "row" if "rowaxis" in implied else "column"
+    else:
+        axis_word = groups["axis"]
+        axis = LINE_AXIS_ZH.get(axis_word) or LINE_AXIS_EN[axis_word]
     if "llist" in groups:
         return _build_list(ref, match, axis)
     where = _line_index(groups, axis)
@@ -190,6 +196,11 @@ def _build_position(ref: Reference, groups: dict[str, str]) -> Reference | None:
 
 
 def _build_ordinal(ref: Reference, groups: dict[str, str]) -> Reference | None:
+    if "rfrom" in groups:  # "第二到第四张": from the 2nd, three images
+        first, last = parse_number(groups["rfrom"]), parse_number(groups["rto"])
+        if not first or not last or last <= first:
+            return None
+        return replace(ref, index=first, count=last - first + 1, plural=True)
     if "side" in groups:  # "从右数第二个", "third from the right", "second from last"
         n = parse_number(groups.get("n", "")) or parse_ordinal_word(groups.get("ord", ""))
         axis, sign = COUNT_FROM[groups["side"]]

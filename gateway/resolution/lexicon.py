@@ -322,6 +322,9 @@ UNREAD_ZH = (
     r"的(?:那|这)(?:个|几张|些)",
     r"第[0-9零一二两三四五六七八九十百]{1,6}(?:排|行|列|张|个|幅|版|号)|倒数",
     r"[0-9零一二两三四五六七八九十]{1,6}个版本",
+    # an image named by where it is relative to another: "中间那张周围的", "选中的旁边那张"
+    r"\x01的?(?:周围|旁边|附近|隔壁|对面|之间|两边|两侧|上边的|下边的|左边的|右边的)",
+    r"第[0-9零一二两三四五六七八九十百]{1,6}(?=到|至|-|~)",
 )
 UNREAD_EN = (
     r"\bthe (?:one|ones|image|images|picture|pictures|photo|photos|pic|pics) "
@@ -334,6 +337,8 @@ UNREAD_EN = (
     # a row, a column or versions the parse did not take in: "row 2, image 3" half read
     r"\b(?:rows?|columns?)\b",
     r"\b(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|a) versions?\b",
+    r"\b(?:next to|beside|around|above|below|under|underneath|near|between|left of|right of)"
+    r"\s+(?:the\s+)?\x01",
 )
 # Cues that mean "all of them but": the rest of the images are the targets ("除了第二张", "all but
 # the last"); other negation cues only take images out ("不要改左边那张").

@@ -124,12 +124,30 @@ def _fold_pair(text: str, a: Reference, b: Reference) -> Reference | None:
     return None
 
 
+def _shared_item(text: str, refs: list[Reference]) -> list[Reference]:
+    """ "第一排和第三排的第一个": lines listed before an image read inside a line each get it."""
+    out = list(refs)
+    for i, ref in enumerate(refs):
+        line = ref.scope
+        if ref.kind not in ("ordinal", "position") or line is None or line.kind != "line":
+            continue
+        j = i - 1
+        while j >= 0 and _is_bare_line(refs[j], line) and _joined(text, refs[j], refs[j + 1]):
+            out[j] = replace(ref, start=refs[j].start, end=refs[j].end, scope=refs[j])
+            j -= 1
+    return out
+
+
+def _is_bare_line(ref: Reference, like: Reference) -> bool:
+    return ref.kind == "line" and ref.axis == like.axis and ref.count is None
+
+
 def _shared_count(text: str, refs: list[Reference]) -> list[Reference]:
     """ "左上和右下那两张": a count after a list counts the list, not the last item."""
     out = list(refs)
     for i, ref in enumerate(refs):
         if ref.count and i:
-            run = _joined_run(text, refs, i, -1)
+            run = _joined_run(text, refs, i, -1, limit=ref.count + 1)
             if len(run) == ref.count:
                 out[i] = replace(ref, count=None, plural=False)
     return out
@@ -159,13 +177,22 @@ def _cues(masked: str, pre: str, post: str | None) -> Iterator[tuple[int, int, b
             yield start, end, may_post
 
 
-def _joined_run(text: str, refs: list[Reference], first: int, step: int) -> list[int]:
-    """Indices of refs[first] and its neighbours joined to it by "和/and/、" only."""
+def _joined(text: str, left: Reference, right: Reference) -> bool:
+    """Whether only "和/and/、/the…" stand between two references (nothing at all is not joined)."""
+    gap = text[left.end : right.start]
+    return bool(gap) and JOIN.match(gap) is not None
+
+
+def _joined_run(
+    text: str, refs: list[Reference], first: int, step: int, limit: int | None = None
+) -> list[int]:
+    """Indices of refs[first] and its neighbours joined to it by "和/and/、" only (at most
+    `limit` of them)."""
     run = [first]
     j = first
-    while 0 <= j + step < len(refs):
+    while 0 <= j + step < len(refs) and (limit is None or len(run) < limit):
         left, right = (refs[j], refs[j + step]) if step > 0 else (refs[j + step], refs[j])
-        if not JOIN.match(text[left.end : right.start]):
+        if not _joined(text, left, right):
             break
         j += step
         run.append(j)
@@ -261,6 +288,7 @@ _UNREAD = tuple(re.compile(fragment) for fragment in (*UNREAD_ZH, *UNREAD_EN))
 def parse_references(text: str) -> ParsedText:
     """Every image reference in `text`, in order, compounds folded and roles assigned."""
     normalised = normalise_text(text)
-    refs = _shared_count(normalised, _fold(normalised, _scan(normalised)))
+    folded = _fold(normalised, _scan(normalised))
+    refs = _shared_count(normalised, _shared_item(normalised, folded))
     with_roles, all_but = _assign_roles(normalised, refs)
     return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, with_roles))

@@ -217,7 +217,26 @@ def _line_patterns() -> list[Pattern]:
         rf"\b(?:the\s+)?(?P<llist>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
         rf"(?:{_EN_ORD_LAST})){{1,9}})\s+(?P<axis>row|column)s\b"
     )
+    # a place of a row then a place along it, or of a column then along it: "最下面中间那张",
+    # "上面左边那张", "左边中间那张", "the top middle one", "the bottom centre image"
+    tail = rf"(?:的)?(?:那|这)?一?{ZH_CLASSIFIER}?{ZH_NOUN}?"
+    row_then = (
+        r"(?P<lword>最上面|最上边|上面|上边|顶部|最下面|最下边|下面|下边|底部|中间)(?:一排)?的?"
+        rf"(?P<ipos>最左边|左边|最右边|右边|正中间|中间){tail}(?P<rowaxis>)"
+    )
+    column_then = (
+        r"(?P<lword>最左边|左边|最左|最右边|右边|最右)(?:一列)?的?"
+        rf"(?P<ipos>最上面|上面|最下面|下面|正中间|中间){tail}(?P<columnaxis>)"
+    )
+    en_then = (
+        r"\b(?:the\s+)?(?:(?P<lword>top|bottom|upper|lower)[\s-]+(?P<ipos>middle|center|centre)"
+        r"|(?P<lword2>middle)[\s-]+(?P<ipos2>left|right))(?:[\s-]+(?:one|image|picture|photo))?\b"
+        r"(?P<rowaxis>)"
+    )
     return [
+        Pattern("line", "", _compile(row_then), 5, plural=True),
+        Pattern("line", "", _compile(column_then), 5, plural=True),
+        Pattern("line", "", re.compile(en_then), 5, plural=True),
         Pattern("line", "", _compile(zh_line + f"(?:{zh_item})?"), 5, plural=True),
         Pattern("line", "", re.compile(en_line + f"(?:{en_item})?"), 5, plural=True),
         Pattern("line", "", re.compile(en_numbered + f"(?:{en_item})?"), 5, plural=True),
@@ -283,6 +302,13 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"(?<=[和跟与、])\s*(?P<ord>{EN_ORD}|last)\b", None),
         (rf"第(?P<n>{NUM}){ZH_CLASSIFIER}?\s*{EN_NOUN}\b", None),
     ]
+    ranges = [
+        (rf"第(?P<rfrom>{NUM})(?:张|个|幅)?(?:到|至|-|~)第?(?P<rto>{NUM}){ZH_CLASSIFIER}{ZH_NOUN}?",
+         None),
+        (r"\b(?:images?|pictures?|photos?|pics?|the)\s+#?(?P<rfrom>[0-9]{1,4})\s*(?:to|through|-)\s*"
+         r"#?(?P<rto>[0-9]{1,4})\b", None),
+    ]
+    counted += ranges
     results = [
         (rf"第(?P<n>{NUM})(?:个|张|幅)?\s*(?:{RESULT_HEAD_ZH}|{RESULT_HEAD_EN}\b)", None),
         (rf"倒数第(?P<rev>{NUM})(?:个|张|幅)?(?:{RESULT_HEAD_ZH})", None),

@@ -79,8 +79,10 @@ class Reference:
 
 def _describe_ordinal(index: int, count: int | None) -> str:
     n = count or 1
+    if index > 1 and n > 1:  # "第二到第四张"
+        return f"the {_nth(index)} to {_nth(index + n - 1)} images"
     if index > 0:
-        head = f"the first {n}" if n > 1 and index == 1 else f"the {_nth(index)}"
+        head = f"the first {n}" if n > 1 else f"the {_nth(index)}"
     else:
         head = (
             f"the last {n}"

@@ -555,6 +555,17 @@ add(K, G24, ("r1c3",), "第一排里面第三个", "the second from the right in
 
 K = "partial"
 add(K, G24, None, "the second one in the top row from the right")
+add(K, G3, None, "中间那张周围的", "the one next to the middle one")
+
+K = "row_column"
+add(K, G3, ("r1c1", "r3c1"), "第一排和第三排的第一个")
+add(K, G3, ("r3c2",), "最下面中间那张", "the bottom centre image")
+add(K, G3, ("r1c2",), "上面中间", "the top middle one")
+add(K, G3, ("r2c1",), "左边中间那张", "middle left")
+add(K, G3, ("r2c3",), "the middle-right one")
+
+K = "lists_exclusions"
+add(K, R5, a(2, 3, 4), "第二到第四张", "第2-4张", "images 2 to 4")
 
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
