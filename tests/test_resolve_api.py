@@ -182,6 +182,26 @@ async def test_batch_and_ordinals_count_the_last_multi_result_in_registration_or
     assert everything["targetAssetIds"] == [first, second, third]
 
 
+async def test_after_several_results_a_bare_instruction_asks_until_one_is_picked(
+    alice: httpx.AsyncClient,
+) -> None:
+    chat = Chat(alice)
+    variants = [await chat.asset(f"v{i}") for i in range(1, 5)]
+    await chat.results(variants[2], *variants[:2], variants[3])  # any order the client sends
+    bare = await chat.resolve("再亮一點")  # traditional script, no reference
+    assert bare["needsClarification"] and bare["candidateAssetIds"] == variants
+    third = await chat.resolve("the third variant")
+    assert (third["resolutionMode"], third["targetAssetIds"]) == ("text_reference", [variants[2]])
+    again = await chat.resolve("再亮一点")  # now the picked one is the focus
+    assert (again["resolutionMode"], again["targetAssetIds"]) == ("working_memory", [variants[2]])
+    row = await chat.resolve(
+        "第二排第一個",
+        canvasImageNodes=[node(f"n{i}", v, (i % 2) * 300, (i // 2) * 300)
+                          for i, v in enumerate(variants)],
+    )
+    assert row["targetAssetIds"] == [variants[2]]
+
+
 async def test_several_uploads_in_one_turn_are_all_targets(alice: httpx.AsyncClient) -> None:
     chat = Chat(alice)
     a, b = await chat.asset("a", source="upload"), await chat.asset("b", source="upload")
