@@ -31,8 +31,9 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import Database, agents
+from gateway.store import agents
 from gateway.store import attachments as attachment_store
+from gateway.store.database import database_for
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import Proxy
@@ -50,7 +51,7 @@ class Gateway:
         llm_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
-        db = Database(settings.storage.database)
+        db = database_for(settings.storage.database)
         upstream = create_upstream(settings.upstream, upstream_transport)
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)

@@ -13,10 +13,10 @@ from typing import Any
 from gateway import logs
 from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
 from gateway.errors import ValidationFailed
-from gateway.identity.auth import generate_key, hash_secret
+from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance
 from gateway.store import keys
-from gateway.store.database import connect_sync, migrate
+from gateway.store.database import database_for, migrate, run_sync
 
 log = logging.getLogger("gateway.cli")
 
@@ -99,31 +99,36 @@ def dev_upstream(settings: Settings, host: str, port: int, database: str) -> int
 
 
 def keys_command(settings: Settings, args: argparse.Namespace) -> int:
-    migrate(settings.storage.database)
-    conn = connect_sync(settings.storage.database)
+    if args.keys_verb == "create":
+        try:
+            new = generate_key(args.user)
+        except ValidationFailed as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 2
+    return run_sync(_keys(settings, args, new if args.keys_verb == "create" else None))
+
+
+async def _keys(settings: Settings, args: argparse.Namespace, new: NewKey | None) -> int:
+    db = database_for(settings.storage.database)
+    await db.open()
     try:
-        if args.keys_verb == "create":
-            try:
-                new = generate_key(args.user)
-            except ValidationFailed as exc:
-                print(f"error: {exc.message}", file=sys.stderr)
-                return 2
-            keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        if new is not None:
+            await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
             print(f"created key {new.key_id} for user {new.user_id}; store it now, "
                   "it is not shown again:")
             print(new.token)
         elif args.keys_verb == "list":
-            for key in keys.list_sync(conn, args.user):
+            for key in await keys.list_keys(db, args.user):
                 state = "revoked" if key.revoked_at_ms else "active"
                 print(f"{key.id}\t{key.user_id}\t{state}\t{key.created_at_ms}")
         elif args.keys_verb == "revoke":
-            if not keys.revoke_sync(conn, args.key_id):
+            if not await keys.revoke(db, args.key_id):
                 print(f"error: no active key {args.key_id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.key_id}")
         return 0
     finally:
-        conn.close()
+        await db.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

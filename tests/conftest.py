@@ -1,9 +1,14 @@
-"""Shared fixtures: settings on a temp storage root, a respx-faked engine, an in-process app."""
+"""Shared fixtures: settings on a temp storage root, a respx-faked engine, an in-process app.
+
+Modules marked `both_databases` run each test that uses `settings` twice: on SQLite and on
+PostgreSQL (a throw-away cluster started once per session, a new database per test). A cluster
+that cannot start fails those tests; nothing is skipped.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -15,7 +20,8 @@ from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.store import keys
-from gateway.store.database import connect_sync, migrate
+from gateway.store.database import database_for, run_sync
+from tests import postgres_server
 
 ENGINE = "http://engine.test"
 
@@ -31,11 +37,45 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_databases"
+    ):
+        metafunc.parametrize("database_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[postgres_server.PostgresServer]:
+    """One PostgreSQL cluster for the session, stopped by PID at the end."""
+    server = postgres_server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def database_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def database_url(database_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new, empty database of the test's backend: a file, or a PostgreSQL database."""
+    if database_backend == "postgresql":
+        server: postgres_server.PostgresServer = request.getfixturevalue("postgres")
+        return server.create_database()
+    return str(tmp_path / "gw.db")
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
     return Settings().with_values(
         upstream={"base_url": ENGINE},
-        storage={"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")},
+        storage={"root": str(tmp_path / "storage"), "database": database_url},
     )
 
 
@@ -45,15 +85,19 @@ def engine() -> respx.MockRouter:
     return respx.MockRouter(base_url=ENGINE, assert_all_called=False)
 
 
-def create_key(settings: Settings, user_id: str) -> str:
-    migrate(settings.storage.database)
-    conn = connect_sync(settings.storage.database)
+async def _insert_key(database: str, user_id: str) -> str:
+    db = database_for(database)
+    await db.open()
     try:
         new = generate_key(user_id)
-        keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
         return new.token
     finally:
-        conn.close()
+        await db.close()
+
+
+def create_key(settings: Settings, user_id: str) -> str:
+    return run_sync(_insert_key(settings.storage.database, user_id))
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gateway.store import migrations
-from gateway.store.database import connect_sync
+from gateway.store.sqlite import connect_sync
 
 
 def test_all_migrations_apply_once_and_record_versions(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import respx
 from gateway.app import create_app
 from gateway.attachments.files import FileStore, file_uri
 from gateway.config import Settings
-from gateway.store import Database
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
+from gateway.store.database import Database, database_for
 from tests.attachment_helpers import PNG, files_under, rows
 
 
@@ -40,7 +40,7 @@ async def record(db: Database, files: FileStore, intent_id: str, session: str,
 async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
-    db = Database(settings.storage.database)
+    db = database_for(settings.storage.database)
     await db.open()
     files = FileStore(settings.storage.root)
     try:
@@ -66,7 +66,7 @@ async def test_a_failed_call_keeps_files_another_process_already_committed(
 ) -> None:
     from gateway.attachments import recovery
 
-    db = Database(settings.storage.database)
+    db = database_for(settings.storage.database)
     await db.open()
     try:
         files = FileStore(settings.storage.root)

@@ -6,13 +6,12 @@ Every query filters by `user_id`; another user's asset reads as missing. JSON co
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ids import new_id, now_ms
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 SOURCE_TYPES = (
     "upload",
@@ -110,7 +109,7 @@ class UnknownAssets(Exception):
         super().__init__(", ".join(missing))
 
 
-def _asset(row: sqlite3.Row) -> MediaAsset:
+def _asset(row: Row) -> MediaAsset:
     return MediaAsset(
         id=row["id"],
         user_id=row["user_id"],
@@ -138,7 +137,7 @@ def _asset(row: sqlite3.Row) -> MediaAsset:
     )
 
 
-def _relation(row: sqlite3.Row) -> Relation:
+def _relation(row: Row) -> Relation:
     return Relation(
         row["id"],
         row["from_asset_id"],
@@ -337,8 +336,9 @@ async def add_relation(
     async with db.write() as tx:
         await require_owned(tx, user_id, [from_asset_id, to_asset_id])
         created = await tx.execute(
-            "INSERT OR IGNORE INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
-            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
+            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             (new_id("rel"), user_id, from_asset_id, to_asset_id, relation_type, confidence,
              now_ms()),
         )

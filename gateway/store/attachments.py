@@ -8,7 +8,6 @@ it; a crash leaves it, and gateway/attachments/recovery.py settles it at the nex
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,9 +15,11 @@ from typing import Any
 from gateway import jsonio
 from gateway.errors import SessionOwnedByAnotherUser
 from gateway.ids import new_id, now_ms
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 RESOURCE_SOURCE = "resource_upload"
+RESOURCE_COLUMNS = ("id", "user_id", "name", "safe_name", "content_type", "size", "sha256",
+                    "app_id", "project_id", "session_id", "internal_uri", "metadata", "created_at")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Intent:
         )
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Intent:
+    def from_row(cls, row: Row) -> Intent:
         data = json.loads(row["payload"])
         return cls(
             id=row["id"],
@@ -86,8 +87,8 @@ async def _claim_session(
 ) -> bool:
     """Make the caller the owner if nobody is; True when this call created the claim."""
     created = await tx.execute(
-        "INSERT OR IGNORE INTO memory_sessions (app_id, project_id, session_id, user_id, "
-        "created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO memory_sessions (app_id, project_id, session_id, user_id, "
+        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (app_id, project_id, session_id, user_id, now_ms()),
     )
     if created:
@@ -145,11 +146,9 @@ async def _apply(tx: Transaction, intent: Intent) -> None:
     resource = intent.resource
     if resource is not None:
         await tx.execute(
-            "INSERT OR IGNORE INTO resources (id, user_id, name, safe_name, content_type, size, "
-            "sha256, app_id, project_id, session_id, internal_uri, metadata, created_at) "
-            "VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id, "
-            ":project_id, :session_id, :internal_uri, :metadata, :created_at)",
-            resource,  # type: ignore[arg-type]
+            f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)}) "
+            f"VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT DO NOTHING",
+            [resource[column] for column in RESOURCE_COLUMNS],
         )
     await insert_mappings(tx, intent.mappings, created)
 
@@ -189,7 +188,7 @@ async def session_versions(
 
 async def live_mappings(
     db: Database, user_id: str, session_ids: Sequence[str]
-) -> dict[str, list[sqlite3.Row]]:
+) -> dict[str, list[Row]]:
     """The caller's live mappings of these sessions, grouped by session."""
     rows = await db.read(
         "SELECT session_id, name, internal_uri, content_type FROM memory_attachments "
@@ -197,7 +196,7 @@ async def live_mappings(
         "AND deleted_at IS NULL",
         (user_id, json.dumps(list(session_ids))),
     )
-    grouped: dict[str, list[sqlite3.Row]] = {}
+    grouped: dict[str, list[Row]] = {}
     for row in rows:
         grouped.setdefault(row["session_id"], []).append(row)
     return grouped
@@ -209,18 +208,25 @@ async def live_mappings(
 async def backfill(db: Database) -> int:
     """Give every live resource its mapping (idempotent); returns how many were (re)made."""
     async with db.write() as tx:
-        return await tx.execute(
-            "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
-            "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
-            "SELECT 'att_' || lower(hex(randomblob(12))), r.user_id, r.app_id, r.project_id, "
-            "r.session_id, r.id, r.content_type, r.name, r.internal_uri, ?, r.sha256, r.created_at "
+        missing = await tx.read(
+            "SELECT r.id, r.user_id, r.app_id, r.project_id, r.session_id, r.content_type, r.name, "
+            "r.internal_uri, r.sha256, r.created_at "
             "FROM resources r WHERE r.deleted_at IS NULL AND NOT EXISTS ("
             "  SELECT 1 FROM memory_attachments m WHERE m.user_id = r.user_id "
             "  AND m.session_id = r.session_id AND m.internal_uri = r.internal_uri "
             "  AND m.deleted_at IS NULL)"
-            "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL",
-            (RESOURCE_SOURCE,),
         )
+        for r in missing:
+            await tx.execute(
+                "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
+                "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL",
+                (new_id("att"), r["user_id"], r["app_id"], r["project_id"], r["session_id"],
+                 r["id"], r["content_type"], r["name"], r["internal_uri"], RESOURCE_SOURCE,
+                 r["sha256"], r["created_at"]),
+            )
+        return len(missing)
 
 
 def new_mapping(
