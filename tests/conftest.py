@@ -19,9 +19,9 @@ from hypothesis import settings as hypothesis_settings
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.store import keys
-from gateway.store.database import database_for, run_sync
-from tests import postgres_server
+from gateway.ids import now_ms
+from gateway.store.database import is_postgresql, migrate
+from tests import databases, postgres_server
 
 ENGINE = "http://engine.test"
 
@@ -57,6 +57,14 @@ def postgres() -> Iterator[postgres_server.PostgresServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres_database(postgres: postgres_server.PostgresServer) -> str:
+    """A migrated database shared by the session's tests; emptied before each."""
+    url = postgres.create_database()
+    migrate(url)
+    return url
+
+
 @pytest.fixture
 def database_backend(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "sqlite"))
@@ -67,7 +75,9 @@ def database_url(database_backend: str, tmp_path: Path, request: pytest.FixtureR
     """A new, empty database of the test's backend: a file, or a PostgreSQL database."""
     if database_backend == "postgresql":
         server: postgres_server.PostgresServer = request.getfixturevalue("postgres")
-        return server.create_database()
+        url: str = request.getfixturevalue("postgres_database")
+        server.empty_tables(url)
+        return url
     return str(tmp_path / "gw.db")
 
 
@@ -85,19 +95,17 @@ def engine() -> respx.MockRouter:
     return respx.MockRouter(base_url=ENGINE, assert_all_called=False)
 
 
-async def _insert_key(database: str, user_id: str) -> str:
-    db = database_for(database)
-    await db.open()
-    try:
-        new = generate_key(user_id)
-        await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
-        return new.token
-    finally:
-        await db.close()
-
-
 def create_key(settings: Settings, user_id: str) -> str:
-    return run_sync(_insert_key(settings.storage.database, user_id))
+    """A key made as `memory-gateway keys create` makes it (database migrated first)."""
+    if not is_postgresql(settings.storage.database):  # the session's PostgreSQL one is migrated
+        migrate(settings.storage.database)
+    new = generate_key(user_id)
+    databases.execute(
+        settings.storage.database,
+        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
+        new.key_id, new.user_id, hash_secret(new.secret), now_ms(),
+    )
+    return new.token
 
 
 @pytest.fixture

@@ -1,38 +1,20 @@
-"""Reading and changing the gateway's database from tests, on either backend, through the same
-adapters the gateway uses (so `?` placeholders work on PostgreSQL too)."""
+"""Reading and changing the gateway's database from tests, on either backend, with one plain
+connection (`?` placeholders on both: PostgreSQL gets the adapter's own translation)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.store.database import Row, database_for, run_sync
+import asyncpg
 
-
-async def _rows(database: str, sql: str, params: Sequence[Any]) -> list[Row]:
-    db = database_for(database)
-    await db.open()
-    try:
-        return [_Row(row) for row in await db.read(sql, params)]
-    finally:
-        await db.close()
-
-
-async def _execute(database: str, sql: str, params: Sequence[Any]) -> int:
-    db = database_for(database)
-    await db.open()
-    try:
-        async with db.write() as tx:
-            return await tx.execute(sql, params)
-    finally:
-        await db.close()
+from gateway.store.database import is_postgresql, run_sync
+from gateway.store.postgresql import translate
 
 
 class _Row(dict[str, Any]):
-    """A row usable after its connection closed: by column name, by position, and as a tuple."""
-
-    def __init__(self, row: Row) -> None:
-        super().__init__((key, row[key]) for key in row.keys())
+    """A row by column name, by position, and as a tuple of its values."""
 
     def __getitem__(self, key: str | int) -> Any:
         if isinstance(key, int):
@@ -43,10 +25,38 @@ class _Row(dict[str, Any]):
         return iter(self.values())
 
 
+async def _postgres(url: str, sql: str, params: Sequence[Any], fetch: bool) -> Any:
+    conn = await asyncpg.connect(url)
+    try:
+        if fetch:
+            return [_Row(row.items()) for row in await conn.fetch(translate(sql), *params)]
+        status = await conn.execute(translate(sql), *params)
+        last = status.rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
+    finally:
+        await conn.close()
+
+
+def _sqlite(path: str, sql: str, params: Sequence[Any], fetch: bool) -> Any:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    try:
+        cursor = conn.execute(sql, params)
+        if fetch:
+            return [_Row(zip(row.keys(), tuple(row), strict=True)) for row in cursor.fetchall()]
+        return cursor.rowcount
+    finally:
+        conn.close()
+
+
 def rows(database: str, sql: str, *params: Any) -> list[Any]:
-    return list(run_sync(_rows(database, sql, params)))
+    if is_postgresql(database):
+        return list(run_sync(_postgres(database, sql, params, fetch=True)))
+    return list(_sqlite(database, sql, params, fetch=True))
 
 
 def execute(database: str, sql: str, *params: Any) -> int:
-    """One statement in its own write transaction; the rows changed."""
-    return int(run_sync(_execute(database, sql, params)))
+    """One statement, committed; the rows changed."""
+    if is_postgresql(database):
+        return int(run_sync(_postgres(database, sql, params, fetch=False)))
+    return int(_sqlite(database, sql, params, fetch=False))

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import databases
 from tests.processes import free_port
 
 SUPERUSER = "gateway"
@@ -72,6 +73,18 @@ class PostgresServer:
         name = "t_" + uuid.uuid4().hex[:16]
         self.psql(f"CREATE DATABASE {name}")
         return self.database_url(name)
+
+    def empty_tables(self, url: str) -> None:
+        """Every table of a migrated database emptied (the migrations' record kept): a fresh
+        start per test for a fraction of what creating and migrating a database costs. Rows
+        are few, so DELETE (foreign keys and triggers off for it) beats TRUNCATE."""
+        databases.execute(
+            url,
+            "DO $$ DECLARE t text; BEGIN SET LOCAL session_replication_role = replica;"
+            " FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename <> 'schema_migrations' LOOP"
+            " EXECUTE 'DELETE FROM ' || quote_ident(t); END LOOP; END $$",
+        )
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         out = subprocess.run(

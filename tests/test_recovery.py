@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 import respx
 
 from gateway.app import create_app
@@ -15,6 +16,8 @@ from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, database_for
 from tests.attachment_helpers import PNG, files_under, rows
+
+pytestmark = pytest.mark.both_databases
 
 
 async def record(db: Database, files: FileStore, intent_id: str, session: str,

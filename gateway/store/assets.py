@@ -278,7 +278,7 @@ async def resolution_pool(
         " SELECT id FROM media_assets WHERE user_id = ? AND chat_id = ?"
         " UNION SELECT j.value FROM chat_turn_results t, json_each(t.asset_ids) j"
         "  WHERE t.user_id = ? AND t.chat_id = ?"
-        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named})"
+        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named or 'NULL'})"
         "), up(id) AS ("
         " SELECT id FROM base"
         " UNION SELECT a.primary_parent_asset_id FROM media_assets a JOIN up ON a.id = up.id"

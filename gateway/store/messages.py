@@ -171,8 +171,8 @@ async def _bookkeeping(
     await tx.execute(
         "UPDATE conversations SET message_count = message_count + ?, last_message_at_ms = ?,"
         " updated_at_ms = ?,"
-        " title = CASE WHEN title_fixed = 0 AND ? IS NOT NULL THEN ? ELSE title END,"
-        " title_fixed = CASE WHEN ? IS NOT NULL THEN 1 ELSE title_fixed END"
+        " title = CASE WHEN title_fixed = 0 AND CAST(? AS TEXT) IS NOT NULL THEN ? ELSE title END,"
+        " title_fixed = CASE WHEN CAST(? AS TEXT) IS NOT NULL THEN 1 ELSE title_fixed END"
         " WHERE id = ? AND user_id = ?",
         (appended, last_message_at, now, title, title, title, conversation.id, user_id),
     )

@@ -16,14 +16,15 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from gateway.errors import ValidationFailed
 from gateway.store import migrations
 from gateway.store.database import Database, Row, Transaction, run_sync
 
@@ -85,6 +86,15 @@ def translate(sql: str) -> str:
                 out.append(")::json")
         out.append(char)
     return "".join(out)
+
+
+@contextmanager
+def _client_text() -> Iterator[None]:
+    """PostgreSQL text cannot hold NUL; SQLite can. A client's NUL is bad input, not a 500."""
+    try:
+        yield
+    except asyncpg.CharacterNotInRepertoireError as exc:
+        raise ValidationFailed("text must not contain NUL (\\u0000) characters") from exc
 
 
 def _changed_rows(status: str) -> int:
@@ -204,11 +214,13 @@ class PostgresDatabase(Database):
 
     async def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         async with self._readers().acquire() as conn:
-            return list(await conn.fetch(translate(sql), *params))
+            with _client_text():
+                return list(await conn.fetch(translate(sql), *params))
 
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         async with self._readers().acquire() as conn:
-            return await conn.fetchrow(translate(sql), *params)
+            with _client_text():
+                return await conn.fetchrow(translate(sql), *params)
 
     async def read_now(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return await self.read(sql, params)
@@ -246,15 +258,19 @@ class PostgresTransaction(Transaction):
         self._conn = conn
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return _changed_rows(await self._conn.execute(translate(sql), *params))
+        with _client_text():
+            return _changed_rows(await self._conn.execute(translate(sql), *params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(row) for row in rows]
         if batch:
-            await self._conn.executemany(translate(sql), batch)
+            with _client_text():
+                await self._conn.executemany(translate(sql), batch)
 
     async def read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return list(await self._conn.fetch(translate(sql), *params))
+        with _client_text():
+            return list(await self._conn.fetch(translate(sql), *params))
 
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        return await self._conn.fetchrow(translate(sql), *params)
+        with _client_text():
+            return await self._conn.fetchrow(translate(sql), *params)
