@@ -189,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     if args.verb == "serve":
+        if settings.server.workers > 1:  # forks first: no log thread or loop in the parent
+            from gateway import workers
+
+            return workers.serve(settings, _uvicorn_server, _run_async)
         logs.configure(settings.server.log_level, settings.server.log_format)
         return serve(settings)
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)

@@ -2,7 +2,8 @@
 
 An intent is written before the engine is called and holds everything needed to finish the work
 (mappings to make, a resource row, files written). Success settles it into rows; failure deletes
-it; a crash leaves it, and gateway/attachments/recovery.py settles it at the next start-up.
+it; a crash leaves it, and gateway/attachments/recovery.py settles it once its owner (the
+process that recorded it) is gone: its lease expired, or it is known dead.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Intent:
     mappings: list[AttachmentMapping] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)
     resource: dict[str, Any] | None = None
+    owner: str = ""  # the process holding it ("" = nobody)
+    lease_until: int = 0  # ms; the owner renews it while alive
 
     def payload(self) -> str:
         return json.dumps(
@@ -67,6 +70,8 @@ class Intent:
             mappings=[AttachmentMapping(**m) for m in data["mappings"]],
             folders=list(data["folders"]),
             resource=data.get("resource"),
+            owner=row["owner"],
+            lease_until=row["lease_until"],
         )
 
 
@@ -106,14 +111,31 @@ async def _claim_session(
 # --- intents ----------------------------------------------------------------------------------
 
 
-async def begin_intent(db: Database, intent: Intent, session: tuple[str, str, str]) -> None:
-    """Claim the session (403 if another user owns it) and record the intent, atomically."""
+async def begin_intent(
+    db: Database, intent: Intent, session: tuple[str, str, str], owner: str = "",
+    lease_until: int = 0,
+) -> None:
+    """Claim the session (403 if another user owns it) and record the intent, atomically,
+    held by `owner` until `lease_until` (ms)."""
+    intent.owner, intent.lease_until = owner, lease_until
     async with db.write() as tx:
         await _claim_session(tx, intent.user_id, *session)
         await tx.execute(
-            "INSERT INTO pending_intents (id, user_id, kind, payload, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (intent.id, intent.user_id, intent.kind, intent.payload(), now_ms()),
+            "INSERT INTO pending_intents (id, user_id, kind, payload, created_at, owner, "
+            "lease_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (intent.id, intent.user_id, intent.kind, intent.payload(), now_ms(), owner,
+             lease_until),
+        )
+
+
+async def renew_leases(db: Database, owner: str, lease_until: int) -> int:
+    """Extend every intent `owner` holds; returns how many it holds."""
+    held = await db.read_one("SELECT 1 FROM pending_intents WHERE owner = ? LIMIT 1", (owner,))
+    if held is None:
+        return 0
+    async with db.write() as tx:
+        return await tx.execute(
+            "UPDATE pending_intents SET lease_until = ? WHERE owner = ?", (lease_until, owner)
         )
 
 
@@ -122,6 +144,17 @@ async def commit_intent(db: Database, intent: Intent) -> None:
     async with db.write() as tx:
         await _apply(tx, intent)
         await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
+
+
+async def settle_if_pending(db: Database, intent: Intent, keep: bool) -> bool:
+    """Recovery's settlement, atomic against another process settling the same intent: keep
+    it (commit its rows) or drop it, only while it is still pending; True when this call did."""
+    async with db.write() as tx:
+        if not await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,)):
+            return False
+        if keep:
+            await _apply(tx, intent)
+    return True
 
 
 async def abandon_intent(db: Database, intent: Intent) -> bool:
