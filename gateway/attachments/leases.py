@@ -81,7 +81,7 @@ class Lease:
         return self.owner, self.until()
 
     def renew_every_s(self) -> float:
-        return max(0.5, self.seconds / 4)
+        return self.seconds / 4
 
     def lost_by(self, owner: str, lease_until: int, now: int) -> bool:
         """Whether an intent held by `owner` until `lease_until` may be settled by us now."""

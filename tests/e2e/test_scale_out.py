@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import base64
+import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx
 import pytest
@@ -18,6 +23,10 @@ from tests.postgres_server import PostgresServer
 from tests.processes import GatewayProcess, dev_engine, gateway
 
 pytestmark = pytest.mark.e2e
+
+
+def path_of(uri: str) -> Path:
+    return Path(unquote(urlsplit(uri).path))
 
 
 def on_database(url: str, root: Path) -> dict[str, str]:
@@ -74,3 +83,131 @@ def test_two_gateways_give_a_contested_new_session_exactly_one_owner(
     owner = owners[0]["user_id"]
     assert sorted(status for _, status in answers) == [200] + [403] * (len(users) - 1)
     assert [user for user, status in answers if status == 200] == [owner]
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+USERS = 20
+REQUESTS_PER_USER = 10  # 200 in all: adds with a file, uploads, searches
+
+
+@dataclass
+class Sent:
+    user: str
+    kind: str  # "add" | "upload" | "search"
+    name: str  # the file's name (adds and uploads)
+    via: str  # "a" | "b": the gateway that answered, or was asked when it died
+    status: int | None  # None: the connection died with the killed gateway
+
+
+def plan(user: str) -> list[tuple[str, str]]:
+    kinds = ["add", "add", "search", "add", "upload", "add", "search", "add", "upload", "search"]
+    return [(kind, f"{user}-{n}.png") for n, kind in enumerate(kinds[:REQUESTS_PER_USER])]
+
+
+def send(client: httpx.Client, user: str, kind: str, name: str, n: int) -> httpx.Response:
+    if kind == "add":
+        return client.post("/memories/add", json={"session_id": f"{user}-s", "messages": [{
+            "role": "user", "sender_id": user, "content": [
+                {"type": "text", "text": f"picture {name}"},
+                {"type": "image", "name": name,
+                 "base64": base64.b64encode(PNG + name.encode()).decode()}]}]})
+    if kind == "upload":
+        return client.post("/resources", files={"file": (name, PNG + name.encode())})
+    return client.post("/memories/search", json={"query": "picture", "user_id": user})
+
+
+def owner_pid(owner: str) -> int:
+    return int(owner.split("/")[1])
+
+
+def test_a_gateway_killed_mid_add_loses_and_duplicates_nothing(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    """Two gateways on one PostgreSQL and one storage folder, 200 mixed requests from 20 users
+    spread over both; one gateway is SIGKILLed while it holds adds in flight. Requests meant
+    for it afterwards go to the survivor (as a load balancer would send them)."""
+    url = postgres.create_database()
+    shared = on_database(url, tmp_path / "storage")
+    log_b = tmp_path / "b.log"
+    sent: list[Sent] = []
+    lock = threading.Lock()
+    killing, killed = threading.Event(), threading.Event()  # SIGKILL about to go; gone
+    settled_before_kill: list[str] = []
+    with ExitStack() as stack:
+        engine_url = stack.enter_context(dev_engine(tmp_path / "engine"))
+        a = stack.enter_context(gateway(tmp_path / "a", engine_url, **shared))
+        b = stack.enter_context(gateway(tmp_path / "b", engine_url, log=log_b, **shared))
+        keys = {f"user{n}": new_key(url, f"user{n}") for n in range(USERS)}
+
+        def run_user(index: int) -> None:
+            user = f"user{index}"
+            headers = {"Authorization": f"Bearer {keys[user]}"}
+            with httpx.Client(base_url=a.url, timeout=60, headers=headers) as to_a, \
+                    httpx.Client(base_url=b.url, timeout=60, headers=headers) as to_b:
+                for n, (kind, name) in enumerate(plan(user)):
+                    via = "a" if (index + n) % 2 == 0 and not killed.is_set() else "b"
+                    try:
+                        response = send(to_a if via == "a" else to_b, user, kind, name, n)
+                        status: int | None = response.status_code
+                    except httpx.ConnectError:
+                        assert via == "a" and killing.is_set()
+                        via, status = "b", send(to_b, user, kind, name, n).status_code
+                    except httpx.TransportError:
+                        assert via == "a" and killing.is_set()
+                        status = None
+                    with lock:
+                        sent.append(Sent(user, kind, name, via, status))
+
+        def kill_a_mid_add() -> None:
+            """SIGKILL gateway a as soon as it holds adds whose engine call is in flight."""
+            while not killed.is_set():
+                held = databases.rows(url, "SELECT owner FROM pending_intents")
+                if any(owner_pid(r["owner"]) == a.proc.pid for r in held):
+                    settled_before_kill.extend(
+                        line for line in log_b.read_text().splitlines() if "settled" in line
+                        or "dropped" in line)
+                    killing.set()
+                    a.proc.send_signal(signal.SIGKILL)
+                    a.proc.wait(timeout=10)
+                    killed.set()
+                    return
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=kill_a_mid_add)
+        killer.start()
+        with ThreadPoolExecutor(USERS) as pool:
+            list(pool.map(run_user, range(USERS)))
+        killed.set()
+        killer.join()
+
+        # The survivor settles what the killed gateway left (it is gone: same host, dead pid).
+        deadline = time.monotonic() + 60
+        while databases.rows(url, "SELECT id FROM pending_intents"):
+            assert time.monotonic() < deadline, "the survivor never settled the leftovers"
+            time.sleep(0.2)
+
+    assert len(sent) == USERS * REQUESTS_PER_USER
+    assert settled_before_kill == []  # nothing settled while its owner lived
+    in_flight = [s for s in sent if s.status is None]
+    print(f"killed with {len(in_flight)} request(s) in flight: {in_flight}")
+    assert all(s.via == "a" for s in in_flight)
+    assert [s for s in sent if s.status is not None and s.status >= 500] == []
+    assert all(s.status in (200, 201) for s in sent if s.status is not None)
+
+    mappings = databases.rows(
+        url, "SELECT user_id, session_id, name, internal_uri FROM memory_attachments "
+             "WHERE deleted_at IS NULL")
+    by_name: dict[str, list[dict[str, object]]] = {}
+    for row in mappings:
+        by_name.setdefault(str(row["name"]), []).append(dict(row))
+    assert all(len(rows) == 1 for rows in by_name.values()), "a mapping was duplicated"
+    for s in sent:
+        if s.kind == "search":
+            continue
+        found = by_name.get(s.name, [])
+        if s.status is not None:  # answered: its mapping is there, its file holds the bytes
+            assert len(found) == 1, f"{s} lost its mapping"
+        for row in found:  # kept, whether answered or settled: the file is on disk
+            assert row["user_id"] == s.user
+            assert s.kind == "upload" or row["session_id"] == f"{s.user}-s"
+            assert path_of(str(row["internal_uri"])).read_bytes() == PNG + s.name.encode()
