@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import signal
 import threading
 import time
@@ -211,3 +212,37 @@ def test_a_gateway_killed_mid_add_loses_and_duplicates_nothing(
             assert row["user_id"] == s.user
             assert s.kind == "upload" or row["session_id"] == f"{s.user}-s"
             assert path_of(str(row["internal_uri"])).read_bytes() == PNG + s.name.encode()
+
+
+def children(pid: int) -> list[int]:
+    return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+
+
+def test_workers_share_one_port_and_a_dead_worker_is_replaced(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
+    url = postgres.create_database()
+    with dev_engine(tmp_path / "engine") as engine_url, gateway(
+        tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2", **on_database(url, tmp_path)
+    ) as gw:
+        key = new_key(url, "alice")
+        with httpx.Client(base_url=gw.url, timeout=30,
+                          headers={"Authorization": f"Bearer {key}"}) as client:
+            workers = children(gw.proc.pid)
+            assert len(workers) == 2
+            for n in range(20):
+                response = client.post("/memories/add", json=add_body("alice", "s", f"m{n}"))
+                assert response.status_code == 200, response.text
+            os.kill(workers[0], signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while len(children(gw.proc.pid)) != 2 or workers[0] in children(gw.proc.pid):
+                assert time.monotonic() < deadline, "the dead worker was not replaced"
+                time.sleep(0.1)
+            for n in range(20):
+                with httpx.Client(base_url=gw.url, timeout=30,  # a new connection each time
+                                  headers={"Authorization": f"Bearer {key}"}) as fresh:
+                    assert fresh.get("/healthz").status_code == 200
+                    response = fresh.post("/memories/add", json=add_body("alice", "s", f"n{n}"))
+                    assert response.status_code == 200, response.text
+        survivors = children(gw.proc.pid)
+    assert all(not Path(f"/proc/{pid}").exists() for pid in survivors)  # stopped with it
