@@ -14,6 +14,7 @@ import pytest
 
 from gateway.search import page_scan
 from gateway.store.database import migrate
+from tests.postgres_server import PostgresServer
 from tests.processes import ROOT, dev_engine, free_port
 
 
@@ -166,3 +167,23 @@ def test_a_flavour_the_dev_engine_cannot_speak_needs_a_base_url(tmp_path: Path) 
     code, lines = doctor(config)
     assert code == 1
     assert line(lines, "upstream").startswith("FAIL") and "mem0" in line(lines, "upstream")
+
+
+def test_postgresql_reachability_and_migrations_are_checked(
+    tmp_path: Path, engine_url: str, postgres: PostgresServer
+) -> None:
+    url = postgres.create_database()
+    config = write_config(tmp_path, engine_url, database=url)
+    code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "database").startswith("OK ") and "reachable" in line(lines, "database")
+    assert line(lines, "migrations").startswith("WARN") and "pending" in line(lines, "migrations")
+    migrate(url)
+    code, lines = doctor(config)
+    assert line(lines, "migrations").startswith("OK "), lines
+
+    secret = f"postgresql://gateway:s3cret@127.0.0.1:{free_port()}/nowhere"
+    code, lines = doctor(write_config(tmp_path, engine_url, database=secret))
+    assert code == 1
+    assert line(lines, "database").startswith("FAIL") and "cannot reach" in line(lines, "database")
+    assert "s3cret" not in "\n".join(lines)

@@ -126,7 +126,7 @@ def migration_sql(migration: migrations.Migration) -> str:
     return re.sub(r"\bINTEGER\b", "BIGINT", sql)
 
 
-async def _applied(conn: asyncpg.Connection) -> set[int]:
+async def applied(conn: asyncpg.Connection) -> set[int]:
     exists = await conn.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL")
     if not exists:
         return set()
@@ -135,14 +135,14 @@ async def _applied(conn: asyncpg.Connection) -> set[int]:
 
 async def pending(conn: asyncpg.Connection) -> list[migrations.Migration]:
     """Migrations not yet applied; reads only."""
-    done = await _applied(conn)
+    done = await applied(conn)
     return [m for m in dialect_migrations() if m.version not in done]
 
 
 async def apply_pending(conn: asyncpg.Connection) -> list[migrations.Migration]:
     """Each pending migration in its own transaction, its version recorded; an advisory lock
     keeps two processes starting at once from applying the same one."""
-    applied = []
+    done = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
         await conn.execute(
@@ -152,15 +152,15 @@ async def apply_pending(conn: asyncpg.Connection) -> list[migrations.Migration]:
     for migration in dialect_migrations():
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
-            if migration.version in await _applied(conn):
+            if migration.version in await applied(conn):
                 continue
             await conn.execute(migration_sql(migration))
             await conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)",
                 migration.version, migration.name, int(time.time() * 1000),
             )
-        applied.append(migration)
-    return applied
+        done.append(migration)
+    return done
 
 
 async def _migrate(url: str) -> list[migrations.Migration]:
