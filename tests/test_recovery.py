@@ -143,17 +143,20 @@ async def test_a_serving_gateway_renews_its_leases_and_settles_lapsed_ones(
     gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
     async with gateway.running():
         db, files, lease = gateway.services.db, gateway.services.files, gateway.services.lease
-        lease.seconds = 0.2  # renewed every 0.05 s
+        lease.seconds = 0.4  # renewed every 0.1 s
+        first_until = now_ms() + 100
         mine = await record(db, files, "int_mine", "s-mine", write=True, owner=lease.owner,
-                            lease_until=now_ms() + 200)
+                            lease_until=first_until)
         await record(db, files, "int_other", "s-other", write=True,
                      owner="otherboot.1/42/7/cafe", lease_until=now_ms() + 300)
-        for _ in range(200):  # the other's lease lapses; ours is renewed meanwhile
-            if [r["id"] for r in rows(settings, "SELECT id FROM pending_intents")] == [mine.id]:
+        for _ in range(400):  # the other's lease lapses; ours is renewed meanwhile
+            pending = rows(settings, "SELECT id, lease_until FROM pending_intents")
+            if [r["id"] for r in pending] == [mine.id] and pending[0]["lease_until"] > first_until:
                 break
             await asyncio.sleep(0.05)
-        [held] = rows(settings, "SELECT lease_until FROM pending_intents")
-        assert held["lease_until"] > now_ms()
+        pending = rows(settings, "SELECT id, lease_until FROM pending_intents")
+        assert [r["id"] for r in pending] == [mine.id]  # ours is never settled while we live
+        assert pending[0]["lease_until"] > first_until  # and it was renewed
     assert [r["session_id"] for r in rows(
         settings, "SELECT DISTINCT session_id FROM memory_attachments")] == ["s-other"]
 
