@@ -16,7 +16,7 @@ from gateway.errors import ValidationFailed
 from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance
 from gateway.store import keys
-from gateway.store.database import database_for, migrate, run_sync
+from gateway.store.database import database_for, migrate, run_sync, shown_database
 
 log = logging.getLogger("gateway.cli")
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         done = migrate(settings.storage.database)
         for migration in done:
             print(f"applied {migration.version:04d}_{migration.name}")
-        print(f"database {settings.storage.database} is up to date")
+        print(f"database {shown_database(settings.storage.database)} is up to date")
         return 0
     if args.verb == "dev-upstream":
         return dev_upstream(

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -32,7 +32,7 @@ from gateway.config import (
 )
 from gateway.search import page_scan
 from gateway.store import migrations, postgresql
-from gateway.store.database import is_postgresql, run_sync
+from gateway.store.database import is_postgresql, run_sync, shown_database
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
@@ -152,14 +152,6 @@ def check_database(settings: Settings, config: str | None = None) -> Iterator[Ch
         conn.close()
 
 
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 async def _postgresql_state(url: str) -> tuple[str, set[int], list[migrations.Migration]]:
     conn = await asyncpg.connect(url, timeout=5)
     try:
@@ -172,7 +164,7 @@ async def _postgresql_state(url: str) -> tuple[str, set[int], list[migrations.Mi
 
 
 def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
-    shown = _without_password(url)
+    shown = shown_database(url)
     try:
         version, applied, waiting = run_sync(_postgresql_state(url))
     except (TimeoutError, OSError, asyncpg.PostgresError) as exc:

@@ -18,6 +18,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from gateway.store import migrations
 
@@ -31,6 +32,15 @@ T = TypeVar("T")
 
 def is_postgresql(database: str) -> bool:
     return database.startswith(POSTGRESQL_SCHEMES)
+
+
+def shown_database(database: str) -> str:
+    """`storage.database` as it may be printed or logged: a URL's password masked."""
+    parts = urlsplit(database) if is_postgresql(database) else None
+    if parts is None or parts.password is None:
+        return database
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(
+        f":{parts.password}@", ":***@", 1)))
 
 
 class Transaction(ABC):
