@@ -19,6 +19,7 @@ import pytest
 
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.ids import now_ms
+from gateway.store.database import migrate
 from tests import databases
 from tests.postgres_server import PostgresServer
 from tests.processes import GatewayProcess, dev_engine, gateway
@@ -218,10 +219,15 @@ def children(pid: int) -> list[int]:
     return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_workers_share_one_port_and_a_dead_worker_is_replaced(
-    tmp_path: Path, postgres: PostgresServer
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    url = postgres.create_database()
+    if backend == "postgresql":
+        url = request.getfixturevalue("postgres").create_database()
+    else:
+        url = str(tmp_path / "gw.db")
+        migrate(url)  # the key below is written before the workers start
     with dev_engine(tmp_path / "engine") as engine_url, gateway(
         tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2", **on_database(url, tmp_path)
     ) as gw:
