@@ -291,3 +291,21 @@ async def test_history_rejects_bad_cursor_and_limit(alice: httpx.AsyncClient) ->
             response = await alice.get(url, params=params)
             assert response.status_code == 422, (url, params)
             assert response.json()["error"]["field"] == field
+
+
+async def test_a_nul_character_is_never_a_500(
+    alice: httpx.AsyncClient, settings: Settings, database_backend: str
+) -> None:
+    """PostgreSQL text cannot hold NUL: there it is a 422 naming the problem, with nothing
+    written; SQLite stores it."""
+    conversation_id = await new_conversation(alice)
+    response = await alice.post(f"/conversations/{conversation_id}/messages",
+                                json={"clientMessageId": "nul", "role": "user",
+                                      "content": "before\u0000after"})
+    if database_backend == "postgresql":
+        assert response.status_code == 422, response.text
+        assert "NUL" in response.json()["error"]["message"]
+        assert message_rows(settings, conversation_id) == 0
+    else:
+        assert response.status_code == 201, response.text
+        assert response.json()["message"]["content"] == "before\u0000after"
