@@ -154,7 +154,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
-    await attachments.begin_intent(svc.db, intent, scope.key())
+    await attachments.begin_intent(svc.db, intent, scope.key(), *svc.lease.hold())
     try:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)

@@ -113,7 +113,9 @@ async def upload(request: Request) -> Response:
     )
     try:
         fields = received.fields
-        display = last_segment(fields.get("name") or received.filename or "").strip() or "file"
+        # NUL never belongs in a name (and PostgreSQL text cannot hold one)
+        client_name = (fields.get("name") or received.filename or "").replace("\x00", "")
+        display = last_segment(client_name).strip() or "file"
         metadata = _form_metadata(fields)
         app_id, project_id = _form_scope(fields, "app_id"), _form_scope(fields, "project_id")
         duplicate = await resources.find_same(db, caller, received.stored.sha256, display)
@@ -147,7 +149,9 @@ async def upload(request: Request) -> Response:
     )
     try:
         await svc.files.rename(received.stored, name_on_disk)
-        await attachments.begin_intent(db, intent, (app_id, project_id, session_id))
+        await attachments.begin_intent(
+            db, intent, (app_id, project_id, session_id), *svc.lease.hold()
+        )
     except BaseException:
         await svc.files.remove_folder(folder)  # no intent recorded: nobody else knows the file
         raise
