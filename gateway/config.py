@@ -49,7 +49,9 @@ class UpstreamSettings:
         "everos", "engine API: everos, everos-cloud, everos-cloud-v1, mem0 or memos "
         "(docs/engines.md); the three paths below default to the flavour's own"
     )
-    timeout_s: float = _setting(60.0, "upstream read/write timeout in seconds")
+    timeout_s: float = _setting(
+        60.0, "deadline in seconds for a whole upstream exchange (send, answer and its body)"
+    )
     connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
     user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
     headers: dict = _setting({}, "extra headers sent upstream, e.g. the engine's own API key")
@@ -294,6 +296,13 @@ def _validate(settings: Settings) -> None:
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
+    if base_url:
+        from gateway.upstream.origin import UpstreamOrigin  # config stays importable on its own
+
+        try:
+            UpstreamOrigin.parse(base_url)
+        except ValueError as exc:
+            raise ConfigError(f"upstream.base_url: {exc}") from None
     jobs_url = settings.jobs.base_url
     if jobs_url and not jobs_url.startswith(("http://", "https://")):
         raise ConfigError(f"jobs.base_url: expected an http(s) URL, got {jobs_url!r}")

@@ -10,7 +10,7 @@ import pytest
 from gateway.app import create_app
 from gateway.config import Settings
 from tests.conftest import client_for
-from tests.test_http1 import Server, read_request
+from tests.test_native import Server, read_request
 
 COMPRESSED = gzip.compress(b'{"ok": true}' * 20)
 

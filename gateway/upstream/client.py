@@ -3,21 +3,29 @@
 Two implementations behind one small interface. `Http1Upstream` (gateway/upstream/native.py) is the
 production default, chosen by measurement (docs/decisions.md); `HttpxUpstream` runs over any
 httpx transport, which is how tests inject respx / `httpx.MockTransport`, and is the
-general-purpose alternative (`upstream.client = "httpx"`). Both pass bodies through as raw bytes
-(no decompression) and translate transport exceptions in one place each, most specific first.
-Writes are never retried; idempotent requests without a body are retried once on a connection
-failure that happened before any response.
+general-purpose alternative (`upstream.client = "httpx"`). Both behave alike where it matters for
+safety (docs/security.md, "Upstream client"): requests go only to the configured origin with an
+origin-form target (gateway/upstream/origin.py); answers with a status outside 100-599 or more
+headers than `MAX_RESPONSE_HEADERS` / `MAX_RESPONSE_HEAD_BYTES` are refused (502); trailers
+never become headers; `upstream.timeout_s` is one deadline for the whole exchange; one TLS
+context serves every connection. Both pass bodies through as raw bytes (no decompression) and
+translate transport exceptions in one place each, most specific first. Writes are never
+retried; idempotent requests without a body are retried once on a connection failure that
+happened before any response.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+import h11
 import httpx
 
 from gateway.config import UpstreamSettings
@@ -27,7 +35,14 @@ from gateway.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from gateway.upstream.native import Http1Pool, Http1Response
+from gateway.upstream.native import (
+    MAX_RESPONSE_HEAD_BYTES,
+    MAX_RESPONSE_HEADERS,
+    Http1Pool,
+    Http1Response,
+    RefusedAnswer,
+)
+from gateway.upstream.origin import UpstreamOrigin
 
 Headers = Sequence[tuple[str, str]]
 Body = bytes | AsyncIterable[bytes] | None
@@ -36,6 +51,15 @@ RETRYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The status of the latest upstream answer in this request's context (the access log reads it:
 # handlers await the upstream in the request's own task, so the value is the request's).
 UPSTREAM_STATUS: ContextVar[int | None] = ContextVar("upstream_status", default=None)
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context every upstream connection of the process uses (system CAs, verified).
+
+    Built once: loading the CA store per connection costs milliseconds and memory, and one
+    context keeps both clients' TLS behaviour the same."""
+    return ssl.create_default_context()
 
 
 class UpstreamResponse(ABC):
@@ -76,17 +100,31 @@ class UpstreamClient(ABC):
     def __init__(self, settings: UpstreamSettings) -> None:
         self.settings = settings
         self._slots = asyncio.Semaphore(settings.max_connections)
+        # Parsed once; None while no engine is configured (`serve` fills in the dev engine).
+        self.origin = UpstreamOrigin.parse(settings.base_url) if settings.base_url else None
 
-    async def send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
-        """Send one request; the caller must `release()` the response."""
+    async def send(
+        self, method: str, target: str, headers: Headers, body: Body
+    ) -> UpstreamResponse:
+        """Send one request for `target` (origin-form, `/path?query`) to the configured origin.
+
+        Anything else as a target is refused (400 `invalid_request_target`) before a connection
+        is made. `upstream.timeout_s` bounds the whole exchange, the body included. The caller
+        must `release()` the response."""
+        if self.origin is None:
+            raise UpstreamUnavailable("upstream.base_url is not set")
+        line_target = self.origin.target(target)
+        deadline = asyncio.get_running_loop().time() + self.settings.timeout_s
         await self._acquire()
         try:
             try:
-                response = await self._send(method, url, headers, body)
+                response = await self._send(method, line_target, headers, body, deadline)
+            except RefusedAnswer:
+                raise
             except UpstreamUnavailable:
                 if method not in RETRYABLE_METHODS or not isinstance(body, bytes | None):
                     raise
-                response = await self._send(method, url, headers, body)
+                response = await self._send(method, line_target, headers, body, deadline)
         except BaseException:
             self._slots.release()
             raise
@@ -96,8 +134,8 @@ class UpstreamClient(ABC):
     async def call(
         self, method: str, path: str, headers: Headers, body: bytes | None
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """A buffered request to `base_url + path`: (status, raw headers, raw body)."""
-        response = await self.send(method, self.settings.base_url.rstrip("/") + path, headers, body)
+        """A buffered request for `path` (origin-form): (status, raw headers, raw body)."""
+        response = await self.send(method, path, headers, body)
         try:
             return response.status, response.headers, await response.read()
         finally:
@@ -127,8 +165,10 @@ class UpstreamClient(ABC):
             raise UpstreamPoolExhausted() from None
 
     @abstractmethod
-    async def _send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
-        ...
+    async def _send(
+        self, method: str, target: str, headers: Headers, body: Body, deadline: float
+    ) -> UpstreamResponse:
+        """Send to the origin; `target` is the request line's, `deadline` in event-loop time."""
 
     @abstractmethod
     async def aclose(self) -> None:
@@ -181,17 +221,24 @@ class _Http1Response(UpstreamResponse):
 class Http1Upstream(UpstreamClient):
     def __init__(self, settings: UpstreamSettings) -> None:
         super().__init__(settings)
-        self._pool = Http1Pool(
-            connect_timeout=settings.connect_timeout_s,
-            read_timeout=settings.timeout_s,
-            keepalive_expiry=settings.keepalive_expiry_s,
+        self._pool = (
+            None if self.origin is None else Http1Pool(
+                self.origin,
+                connect_timeout=settings.connect_timeout_s,
+                keepalive_expiry=settings.keepalive_expiry_s,
+                ssl_context=tls_context() if self.origin.scheme == "https" else None,
+            )
         )
 
-    async def _send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
-        return _Http1Response(await self._pool.request(method, url, headers, body))
+    async def _send(
+        self, method: str, target: str, headers: Headers, body: Body, deadline: float
+    ) -> UpstreamResponse:
+        assert self._pool is not None  # send() refuses to run without an origin
+        return _Http1Response(await self._pool.request(method, target, headers, body, deadline))
 
     async def aclose(self) -> None:
-        self._pool.close()
+        if self._pool is not None:
+            self._pool.close()
 
 
 # --- httpx (tests inject a transport here) -------------------------------------------------
@@ -210,9 +257,22 @@ def _httpx_error(exc: httpx.HTTPError) -> GatewayError:
 _HTTPX_DEFAULT_HEADERS = frozenset({"accept", "accept-encoding", "user-agent", "connection"})
 
 
+def _refusal(response: httpx.Response) -> str | None:
+    """Why an answer breaks the limits the native client holds answers to, if it does."""
+    if not 100 <= response.status_code <= 599:
+        return f"upstream answered with an invalid status {response.status_code}"
+    raw = response.headers.raw
+    if len(raw) > MAX_RESPONSE_HEADERS:
+        return f"upstream answer has more than {MAX_RESPONSE_HEADERS} headers"
+    if sum(len(name) + len(value) + 4 for name, value in raw) > MAX_RESPONSE_HEAD_BYTES:
+        return f"upstream answer's headers exceed {MAX_RESPONSE_HEAD_BYTES} bytes"
+    return None
+
+
 class _HttpxResponse(UpstreamResponse):
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, deadline: float) -> None:
         self._response = response
+        self._deadline = deadline
         self.status = response.status_code
         self.headers = list(response.headers.raw)
 
@@ -220,22 +280,56 @@ class _HttpxResponse(UpstreamResponse):
         return b"".join([chunk async for chunk in self.chunks()])
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        stream = self._response.stream
+        if not isinstance(stream, httpx.AsyncByteStream):
+            return
         if self._response.is_stream_consumed:
             # A response built in memory (mock transports) was already read; its byte stream
             # still holds the body as given, undecoded.
-            stream = self._response.stream
-            if isinstance(stream, httpx.AsyncByteStream):
-                async for chunk in stream:
-                    yield chunk
-            return
-        try:
-            async for chunk in self._response.aiter_raw():
+            async for chunk in stream:
                 yield chunk
-        except httpx.HTTPError as exc:
-            raise _httpx_error(exc) from exc
+            return
+        # The stream itself, not aiter_raw(): that would close the response on its last chunk,
+        # handing the connection back to the pool before _keep_nothing_unread could look at it.
+        raw = aiter(stream)
+        while True:
+            try:
+                async with asyncio.timeout_at(self._deadline):
+                    chunk = await anext(raw)
+            except StopAsyncIteration:
+                self._keep_nothing_unread()
+                return
+            except TimeoutError:
+                await self._response.aclose()
+                raise UpstreamTimeout("upstream did not answer in time") from None
+            except httpx.HTTPError as exc:
+                raise _httpx_error(exc) from exc
+            yield chunk
+
+    def _keep_nothing_unread(self) -> None:
+        parser = _h11_connection(self._response)
+        if parser is not None and parser.their_state is h11.DONE and parser.trailing_data[0]:
+            # Bytes after the answer's end (a second answer, a body on a 204, a body longer
+            # than its length) stay buffered in h11 and would answer the next request on this
+            # connection: marking it failed makes httpcore close it instead of pooling it.
+            parser.send_failed()
 
     async def release(self) -> None:
+        self._keep_nothing_unread()
         await self._response.aclose()
+
+
+def _h11_connection(response: httpx.Response) -> h11.Connection | None:
+    """The h11 state of the pooled connection an httpcore-backed response came on, if any.
+
+    httpx does not expose it: this follows httpx 0.28 / httpcore 1.0's stream wrappers
+    (tests/security/test_upstream_client.py fails if they change)."""
+    stream = getattr(response.stream, "_stream", None)  # httpx BoundAsyncStream
+    stream = getattr(stream, "_httpcore_stream", None)  # httpx AsyncResponseStream
+    stream = getattr(stream, "_stream", None)  # httpcore PoolByteStream
+    connection = getattr(stream, "_connection", None)  # HTTP11ConnectionByteStream
+    parser = getattr(connection, "_h11_state", None)  # AsyncHTTP11Connection
+    return parser if isinstance(parser, h11.Connection) else None
 
 
 class HttpxUpstream(UpstreamClient):
@@ -245,6 +339,7 @@ class HttpxUpstream(UpstreamClient):
         super().__init__(settings)
         self._client = httpx.AsyncClient(
             transport=transport,
+            verify=tls_context(),
             timeout=httpx.Timeout(
                 settings.timeout_s,
                 connect=settings.connect_timeout_s,
@@ -252,18 +347,37 @@ class HttpxUpstream(UpstreamClient):
             ),
             limits=httpx.Limits(max_connections=settings.max_connections),
             follow_redirects=False,
+            trust_env=False,  # no proxy or CA settings from the environment: one origin only
         )
+        origin = self.origin
+        self._base = (
+            None if origin is None
+            else httpx.URL(scheme=origin.scheme, host=origin.host, port=origin.port)
+        )
+        self._host = None if origin is None else origin.authority
 
-    async def _send(self, method: str, url: str, headers: Headers, body: Body) -> UpstreamResponse:
+    async def _send(
+        self, method: str, target: str, headers: Headers, body: Body, deadline: float
+    ) -> UpstreamResponse:
+        assert self._base is not None and self._host is not None
+        url = self._base.copy_with(raw_path=target.encode("ascii"))
         request = self._client.build_request(method, url, headers=list(headers), content=body)
+        request.headers["Host"] = self._host
         sent = {name.lower() for name, _ in headers}
         for default in _HTTPX_DEFAULT_HEADERS - sent:
             request.headers.pop(default, None)  # forward only what the client sent
         try:
-            response = await self._client.send(request, stream=True)
+            async with asyncio.timeout_at(deadline):
+                response = await self._client.send(request, stream=True)
+        except TimeoutError:
+            raise UpstreamTimeout("upstream did not answer in time") from None
         except httpx.HTTPError as exc:
             raise _httpx_error(exc) from exc
-        return _HttpxResponse(response)
+        refusal = _refusal(response)
+        if refusal is not None:
+            await response.aclose()
+            raise RefusedAnswer(refusal)
+        return _HttpxResponse(response, deadline)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -81,13 +81,13 @@ def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, by
     return [(k.lower(), v) for k, v in headers if k.lower() not in dropped]
 
 
-def target_url(settings: Settings, scope: Scope, path: str | None = None) -> str:
+def upstream_target(scope: Scope, path: str | None = None) -> str:
+    """The request's path and query; the client sends it to its configured origin only."""
     if path is None:
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else quote(scope["path"])
-    url = settings.upstream.base_url.rstrip("/") + path
     query = scope.get("query_string", b"")
-    return f"{url}?{query.decode('latin-1')}" if query else url
+    return f"{path}?{query.decode('latin-1')}" if query else path
 
 
 async def relay_response(
@@ -150,8 +150,8 @@ class Proxy:
         path: str | None = None,
     ) -> None:
         headers = upstream_headers(scope, self.settings, user_id, request_id)
-        url = target_url(self.settings, scope, path)
-        response = await self.upstream.send(scope["method"], url, headers, body)
+        target = upstream_target(scope, path)
+        response = await self.upstream.send(scope["method"], target, headers, body)
         try:
             await relay_response(response, scope, send, self.settings.limits.proxy_buffer_bytes)
         finally:

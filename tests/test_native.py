@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
-from gateway.upstream.native import Http1Pool
+from gateway.upstream.native import Http1Pool, Http1Response
+from gateway.upstream.origin import UpstreamOrigin
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -60,8 +61,16 @@ class Server:
         self.server.close()
 
 
-def pool(read_timeout: float = 5.0) -> Http1Pool:
-    return Http1Pool(connect_timeout=2.0, read_timeout=read_timeout, keepalive_expiry=4.0)
+def pool(url: str) -> Http1Pool:
+    return Http1Pool(UpstreamOrigin.parse(url), connect_timeout=2.0, keepalive_expiry=4.0)
+
+
+async def request(
+    client: Http1Pool, method: str, target: str, body: bytes | AsyncIterator[bytes] | None,
+    timeout: float = 5.0,
+) -> Http1Response:
+    deadline = asyncio.get_running_loop().time() + timeout
+    return await client.request(method, target, [], body, deadline)
 
 
 async def keepalive_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -79,9 +88,9 @@ async def keepalive_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWri
 async def test_connections_are_reused_after_a_complete_response() -> None:
     server = Server(keepalive_echo)
     async with server as url:
-        client = pool()
+        client = pool(url)
         for i in range(5):
-            response = await client.request("POST", url + "/x", [], b"n%d" % i)
+            response = await request(client, "POST", "/x", b"n%d" % i)
             assert response.status == 200
             assert await response.read() == b"echo:n%d" % i
             response.release()
@@ -95,8 +104,8 @@ async def test_streamed_request_body_without_length_is_sent_chunked() -> None:
             yield part
 
     async with Server(keepalive_echo) as url:
-        client = pool()
-        response = await client.request("POST", url + "/up", [], body())
+        client = pool(url)
+        response = await request(client, "POST", "/up", body())
         assert await response.read() == b"echo:" + b"a" * 70_000 + b"b" * 70_000 + b"c"
         response.release()
         client.close()
@@ -114,8 +123,8 @@ async def test_chunked_response_is_streamed_in_order() -> None:
         await writer.drain()
 
     async with Server(handler) as url:
-        client = pool()
-        response = await client.request("GET", url + "/s", [], None)
+        client = pool(url)
+        response = await request(client, "GET", "/s", None)
         received = [chunk async for chunk in response.chunks()]
         assert b"".join(received) == b"".join(b"%03d" % i * 1000 for i in range(50))
         response.release()
@@ -129,8 +138,8 @@ async def test_body_delimited_by_connection_close() -> None:
         await writer.drain()
 
     async with Server(handler) as url:
-        client = pool()
-        response = await client.request("GET", url + "/", [], None)
+        client = pool(url)
+        response = await request(client, "GET", "/", None)
         assert await response.read() == b"all of it"
         response.release()
         client.close()
@@ -140,7 +149,7 @@ async def test_connection_refused_is_unavailable() -> None:
     async with Server(keepalive_echo) as url:
         pass  # closed: nothing listens on that port now
     with pytest.raises(UpstreamUnavailable):
-        await pool().request("GET", url + "/", [], None)
+        await request(pool(url), "GET", "/", None)
 
 
 async def test_reset_mid_response_is_unavailable() -> None:
@@ -151,7 +160,7 @@ async def test_reset_mid_response_is_unavailable() -> None:
         writer.transport.abort()
 
     async with Server(handler) as url:
-        response = await pool().request("GET", url + "/", [], None)
+        response = await request(pool(url), "GET", "/", None)
         with pytest.raises(UpstreamUnavailable):
             await response.read()
 
@@ -163,7 +172,7 @@ async def test_no_answer_in_time_is_a_timeout() -> None:
 
     async with Server(handler) as url:
         with pytest.raises(UpstreamTimeout):
-            await pool(read_timeout=0.3).request("POST", url + "/", [], b"{}")
+            await request(pool(url), "POST", "/", b"{}", timeout=0.3)
 
 
 async def test_garbage_answer_is_unavailable() -> None:
@@ -174,7 +183,7 @@ async def test_garbage_answer_is_unavailable() -> None:
 
     async with Server(handler) as url:
         with pytest.raises(UpstreamUnavailable):
-            await pool().request("GET", url + "/", [], None)
+            await request(pool(url), "GET", "/", None)
 
 
 async def test_informational_response_is_skipped() -> None:
@@ -185,7 +194,7 @@ async def test_informational_response_is_skipped() -> None:
         await writer.drain()
 
     async with Server(handler) as url:
-        response = await pool().request("POST", url + "/", [], b"x")
+        response = await request(pool(url), "POST", "/", b"x")
         assert response.status == 201
         assert await response.read() == b"ok"
 
@@ -193,12 +202,13 @@ async def test_informational_response_is_skipped() -> None:
 async def test_head_response_with_length_has_no_body_and_is_not_reused() -> None:
     server = Server(lambda r, w: _head_handler(r, w))
     async with server as url:
-        client = pool()
-        response = await client.request("HEAD", url + "/", [], None)
+        client = pool(url)
+        response = await request(client, "HEAD", "/", None)
         assert response.status == 200
         assert dict(response.headers)[b"Content-Length"] == b"12345"
+        assert await response.read() == b""
         response.release()
-        assert client._idle == {} or all(not v for v in client._idle.values())
+        assert client._idle == []
 
 
 async def _head_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -207,7 +217,7 @@ async def _head_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     await writer.drain()
 
 
-async def test_request_target_and_host_come_from_the_url() -> None:
+async def test_request_line_carries_the_target_and_host_the_origin() -> None:
     async def echo_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             try:
@@ -219,11 +229,11 @@ async def test_request_target_and_host_come_from_the_url() -> None:
             await writer.drain()
 
     async with Server(echo_head) as url:
-        client = pool()
+        client = pool(url)
         host = url.removeprefix("http://")
-        for suffix, expected in (("", b"GET / HTTP/1.1"), ("?q=1", b"GET /?q=1 HTTP/1.1"),
-                                 ("/a/b?c=%20d", b"GET /a/b?c=%20d HTTP/1.1")):
-            response = await client.request("GET", url + suffix, [], None)
+        for target in ("/", "/?q=1", "/a/b?c=%20d"):
+            expected = b"GET %b HTTP/1.1" % target.encode()
+            response = await request(client, "GET", target, None)
             assert await response.read() == expected + b"|Host: " + host.encode()
             response.release()
         client.close()
