@@ -3,12 +3,19 @@
 Modules marked `both_databases` run each test that uses `settings` twice: on SQLite and on
 PostgreSQL (a throw-away cluster started once per session, a new database per test). A cluster
 that cannot start fails those tests; nothing is skipped.
+
+The app reaches the faked engine through an httpx transport, except in modules marked
+`both_clients` (the route suite): there each test runs once per production upstream client,
+each over a real loopback socket to the same faked engine (tests/loopback_engine.py). Modules
+marked both ways run twice, not four times: SQLite with the native client, PostgreSQL with
+httpx (the database and the upstream client do not meet).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -22,8 +29,12 @@ from gateway.identity.auth import generate_key, hash_secret
 from gateway.ids import now_ms
 from gateway.store.database import is_postgresql, migrate
 from tests import databases, postgres_server
+from tests.loopback_engine import LoopbackEngine
 
 ENGINE = "http://engine.test"
+UPSTREAM_CLIENTS = ("native", "httpx")
+# The whole-exchange deadline over loopback: an engine that never answers costs this long.
+LOOPBACK_TIMEOUT_S = 2.0
 
 # CI runs the property tests on a fixed example sequence (no timing deadlines on a shared,
 # noisy machine); local runs stay random to keep finding new cases.
@@ -41,10 +52,20 @@ BACKENDS = ("sqlite", "postgresql")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "database_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
-        "both_databases"
-    ):
+    def marked(name: str, fixture: str) -> bool:
+        return (fixture in metafunc.fixturenames
+                and metafunc.definition.get_closest_marker(name) is not None)
+
+    on_databases = marked("both_databases", "database_backend")
+    on_clients = marked("both_clients", "upstream_client")
+    if on_databases and on_clients:  # paired, not crossed: the two layers do not meet
+        pairs = list(zip(BACKENDS, UPSTREAM_CLIENTS, strict=True))
+        metafunc.parametrize(("database_backend", "upstream_client"), pairs, indirect=True,
+                             ids=[f"{backend}-{client}" for backend, client in pairs])
+    elif on_databases:
         metafunc.parametrize("database_backend", BACKENDS, indirect=True)
+    elif on_clients:
+        metafunc.parametrize("upstream_client", UPSTREAM_CLIENTS, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -114,9 +135,38 @@ def make_key(settings: Settings) -> Callable[[str], str]:
 
 
 @pytest.fixture
-async def app(settings: Settings, engine: respx.MockRouter) -> AsyncIterator[Gateway]:
-    gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
-    async with gateway.running():
+def upstream_client(request: pytest.FixtureRequest) -> str | None:
+    """The production client to reach the engine with over loopback; None = httpx transport."""
+    return getattr(request, "param", None)
+
+
+StartGateway = Callable[[Settings], AbstractAsyncContextManager[Gateway]]
+
+
+@pytest.fixture
+def start_gateway(engine: respx.MockRouter, upstream_client: str | None) -> StartGateway:
+    """Runs an app for some settings in front of the faked engine (see the module docstring)."""
+
+    @asynccontextmanager
+    async def start(settings: Settings) -> AsyncIterator[Gateway]:
+        if upstream_client is None:
+            transport = httpx.MockTransport(engine.async_handler)
+            gateway = create_app(settings, upstream_transport=transport)
+            async with gateway.running():
+                yield gateway
+            return
+        async with LoopbackEngine(engine, ENGINE) as url:
+            gateway = create_app(settings.with_values(upstream={
+                "base_url": url, "client": upstream_client, "timeout_s": LOOPBACK_TIMEOUT_S}))
+            async with gateway.running():
+                yield gateway
+
+    return start
+
+
+@pytest.fixture
+async def app(settings: Settings, start_gateway: StartGateway) -> AsyncIterator[Gateway]:
+    async with start_gateway(settings) as gateway:
         yield gateway
 
 

@@ -10,11 +10,13 @@ import pytest
 import respx
 from everos_cloud.models import SuccessEnvelopeSearchData
 
-from gateway.app import create_app
 from gateway.config import Settings
 from tests.attachment_helpers import PNG, rows
-from tests.conftest import client_for
+from tests.conftest import StartGateway, client_for
 from tests.engine_fixtures import USER_HEADER, answer, recorded, sent
+
+# The route suite runs once per production upstream client over a loopback engine (conftest).
+pytestmark = pytest.mark.both_clients
 
 B64 = base64.b64encode(PNG).decode()
 V2_ADD, V2_SEARCH, V2_FLUSH = "/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush"
@@ -159,15 +161,14 @@ async def test_uploads_reach_the_cloud_by_name_then_flush(
 
 
 async def test_v1_flavour_maps_the_gateway_paths_to_v1(
-    settings: Settings, engine: respx.MockRouter, make_key
+    settings: Settings, engine: respx.MockRouter, make_key, start_gateway: StartGateway
 ) -> None:
     v1 = settings.with_values(upstream={"flavor": "everos-cloud-v1"})
     assert (v1.upstream.add_path, v1.upstream.flush_path) == (V1_ADD, "/api/v1/memories/flush")
     added = answer(engine, V1_ADD, "everos_cloud_v1_add")
     searched = answer(engine, V1_SEARCH, "everos_cloud_v1_search")
     flushed = engine.post("/api/v1/memories/flush").mock(return_value=httpx.Response(200))
-    app = create_app(v1, upstream_transport=httpx.MockTransport(engine.async_handler))
-    async with app.running(), client_for(app, make_key("alice")) as alice:
+    async with start_gateway(v1) as app, client_for(app, make_key("alice")) as alice:
         body = v2_body("trip-1", "alice")
         del body["messages"][0]["timestamp"]
         assert (await alice.post("/memories/add", json=body)).status_code == 200

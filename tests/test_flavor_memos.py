@@ -13,6 +13,9 @@ from gateway.config import Settings
 from tests.attachment_helpers import PNG, files_under, rows
 from tests.engine_fixtures import USER_HEADER, answer, sent
 
+# The route suite runs once per production upstream client over a loopback engine (conftest).
+pytestmark = pytest.mark.both_clients
+
 B64 = base64.b64encode(PNG).decode()
 
 

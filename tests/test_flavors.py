@@ -11,6 +11,9 @@ from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_
 from gateway.upstream.flavors import FLAVORS
 from gateway.upstream.flavors.base import name_files
 
+# The route suite runs once per production upstream client over a loopback engine (conftest).
+pytestmark = pytest.mark.both_clients
+
 
 def test_unknown_flavour_stops_start_up_naming_the_key() -> None:
     with pytest.raises(ConfigError, match="upstream.flavor") as bad:

@@ -12,12 +12,13 @@ import httpx
 import pytest
 import respx
 
-from gateway.app import create_app
 from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, files_under, rows
-from tests.conftest import client_for
+from tests.conftest import StartGateway, client_for
 
-pytestmark = pytest.mark.both_databases
+# The route suite runs on both databases and through both production upstream clients over a
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
 
 B64 = base64.b64encode(PNG).decode()
 
@@ -146,12 +147,12 @@ async def test_invalid_base64_is_422_and_nothing_forwarded(
 
 
 async def test_inline_file_over_limit_is_413_before_decoding(
-    settings: Settings, engine: respx.MockRouter, make_key
+    settings: Settings, engine: respx.MockRouter, make_key, start_gateway: StartGateway
 ) -> None:
     routes = engine_ok(engine)
-    gateway = create_app(settings.with_values(limits={"max_inline_file_bytes": 100}),
-                         upstream_transport=httpx.MockTransport(engine.async_handler))
-    async with gateway.running(), client_for(gateway, make_key("alice")) as client:
+    limited = settings.with_values(limits={"max_inline_file_bytes": 100})
+    async with start_gateway(limited) as gateway, \
+            client_for(gateway, make_key("alice")) as client:
         # Invalid base64 too: the size check must answer first, without decoding.
         response = await client.post("/memories/add", json=add_body(
             {"type": "image", "base64": "!" * 400, "name": "big.png"}))

@@ -14,7 +14,9 @@ from gateway.search import page_scan
 from tests import databases
 from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
 
-pytestmark = pytest.mark.both_databases
+# The route suite runs on both databases and through both production upstream clients over a
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
 
 B64 = base64.b64encode(PNG).decode()
 

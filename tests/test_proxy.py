@@ -10,7 +10,9 @@ import respx
 from gateway.app import Gateway
 from tests.conftest import client_for
 
-pytestmark = pytest.mark.both_databases
+# The route suite runs on both databases and through both production upstream clients over a
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
 
 
 async def test_forwards_method_path_query_body_and_returns_bytes_unchanged(
@@ -34,7 +36,7 @@ async def test_forwards_method_path_query_body_and_returns_bytes_unchanged(
 
 
 async def test_strips_hop_by_hop_and_authorization_and_sets_forwarding_headers(
-    alice: httpx.AsyncClient, engine: respx.MockRouter
+    alice: httpx.AsyncClient, engine: respx.MockRouter, app: Gateway
 ) -> None:
     route = engine.get("/api/v2/things").mock(return_value=httpx.Response(200, json={}))
     await alice.get(
@@ -58,21 +60,17 @@ async def test_strips_hop_by_hop_and_authorization_and_sets_forwarding_headers(
     assert sent["x-forwarded-for"] == "203.0.113.7"
     assert sent["x-forwarded-proto"] == "http"
     assert sent["x-forwarded-host"] == "gateway.test"
-    assert sent["host"] == "engine.test"
+    assert sent["host"] == app.settings.upstream.base_url.removeprefix("http://")  # the engine's
     assert sent["x-request-id"]
 
 
 async def test_configured_upstream_headers_are_added(
-    settings, engine: respx.MockRouter, make_key
+    settings, engine: respx.MockRouter, make_key, start_gateway
 ) -> None:
-    from gateway.app import create_app
-
-    gateway = create_app(
-        settings.with_values(upstream={"headers": {"X-Api-Key": "engine-secret"}}),
-        upstream_transport=httpx.MockTransport(engine.async_handler),
-    )
     route = engine.get("/x").mock(return_value=httpx.Response(200))
-    async with gateway.running(), client_for(gateway, make_key("alice")) as client:
+    configured = settings.with_values(upstream={"headers": {"X-Api-Key": "engine-secret"}})
+    async with start_gateway(configured) as gateway, \
+            client_for(gateway, make_key("alice")) as client:
         await client.get("/x")
     assert route.calls.last.request.headers["x-api-key"] == "engine-secret"
 
@@ -209,14 +207,12 @@ async def test_wrong_method_on_owned_route_is_405(alice: httpx.AsyncClient) -> N
 
 
 async def test_json_body_over_limit_is_413_before_forwarding(
-    settings, engine: respx.MockRouter, make_key
+    settings, engine: respx.MockRouter, make_key, start_gateway
 ) -> None:
-    from gateway.app import create_app
-
-    gateway = create_app(settings.with_values(limits={"max_body_bytes": 1000}),
-                         upstream_transport=httpx.MockTransport(engine.async_handler))
     route = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200))
-    async with gateway.running(), client_for(gateway, make_key("alice")) as client:
+    limited = settings.with_values(limits={"max_body_bytes": 1000})
+    async with start_gateway(limited) as gateway, \
+            client_for(gateway, make_key("alice")) as client:
         response = await client.post("/api/v2/memory/get", content=b"{" + b" " * 2000 + b"}",
                                      headers={"Content-Type": "application/json"})
     assert response.status_code == 413

@@ -20,8 +20,11 @@ from tests.attachment_helpers import (
     rows,
     sent_json,
 )
+from tests.conftest import StartGateway, client_for
 
-pytestmark = pytest.mark.both_databases
+# The route suite runs on both databases and through both production upstream clients over a
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
 
 
 async def upload(client: httpx.AsyncClient, data: bytes = PNG, name: str = "photo.png",
@@ -61,14 +64,11 @@ async def test_upload_stores_file_ingests_and_maps(
 
 
 async def test_flush_can_be_turned_off(settings: Settings, engine: respx.MockRouter,
-                                       make_key) -> None:
-    from gateway.app import create_app
-    from tests.conftest import client_for
-
+                                       make_key, start_gateway: StartGateway) -> None:
     routes = engine_ok(engine)
-    gateway = create_app(settings.with_values(resources={"flush_after_ingest": False}),
-                         upstream_transport=httpx.MockTransport(engine.async_handler))
-    async with gateway.running(), client_for(gateway, make_key("alice")) as client:
+    no_flush = settings.with_values(resources={"flush_after_ingest": False})
+    async with start_gateway(no_flush) as gateway, \
+            client_for(gateway, make_key("alice")) as client:
         assert (await upload(client)).status_code == 201
     assert routes["add"].called and not routes["flush"].called
 
@@ -178,14 +178,10 @@ async def test_delete_hides_resource_and_attachments_and_removes_file(
 
 
 async def test_upload_over_limit_is_413_and_leaves_nothing(
-    settings: Settings, engine: respx.MockRouter, make_key
+    settings: Settings, engine: respx.MockRouter, make_key, start_gateway: StartGateway
 ) -> None:
-    from gateway.app import create_app
-    from tests.conftest import client_for
-
     routes = engine_ok(engine)
-    gateway = create_app(settings.with_values(limits={"max_upload_bytes": 1000}),
-                         upstream_transport=httpx.MockTransport(engine.async_handler))
+    limited = settings.with_values(limits={"max_upload_bytes": 1000})
 
     async def chunked_body():
         yield b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n\r\n"
@@ -193,7 +189,8 @@ async def test_upload_over_limit_is_413_and_leaves_nothing(
             yield b"x" * 500
         yield b"\r\n--B--\r\n"
 
-    async with gateway.running(), client_for(gateway, make_key("alice")) as client:
+    async with start_gateway(limited) as gateway, \
+            client_for(gateway, make_key("alice")) as client:
         response = await client.post("/resources", content=chunked_body(),
                                      headers={"Content-Type": "multipart/form-data; boundary=B"})
     assert response.status_code == 413

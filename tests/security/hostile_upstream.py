@@ -93,6 +93,8 @@ class HostileUpstream:
                 self.finished.set()
         except (ConnectionError, asyncio.IncompleteReadError):
             return
+        except asyncio.CancelledError:
+            return  # stopped at the end of the test: a normal end, not an error to log
         finally:
             self._writers.discard(writer)
             self._tasks.discard(task)
