@@ -293,12 +293,12 @@ def check_dev_engine_flavor(settings: Settings) -> None:
 
 
 def _validate(settings: Settings) -> None:
+    from gateway.upstream.origin import UpstreamOrigin, is_origin_form  # imports nothing back
+
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
     if base_url:
-        from gateway.upstream.origin import UpstreamOrigin  # config stays importable on its own
-
         try:
             UpstreamOrigin.parse(base_url)
         except ValueError as exc:
@@ -315,6 +315,8 @@ def _validate(settings: Settings) -> None:
         path = getattr(settings.upstream, key)
         if not path.startswith("/") and not (key == "flush_path" and path == ""):
             raise ConfigError(f"upstream.{key}: must start with '/'")
+        if path and not is_origin_form(path):
+            raise ConfigError(f"upstream.{key}: not a plain path (RFC 3986, no dot segments)")
     if settings.server.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"server.log_level: unknown level {settings.server.log_level!r}")
     if settings.server.log_format not in ("json", "text"):

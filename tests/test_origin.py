@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.config import ConfigError, Settings
 from gateway.errors import BadRequest
 from gateway.upstream.origin import UpstreamOrigin, origin_form
 
@@ -16,6 +17,7 @@ from gateway.upstream.origin import UpstreamOrigin, origin_form
 @pytest.mark.parametrize("target", [
     "/", "/api/v2/memory/get", "/a/b/", "/a//b", "/x?", "/x?a=1&b=%20c&c=../d",
     "/a.b/c..d/.e/...", "/%41%2f?%42=1", "/x@y:z/!$&'()*+,;=~", "/x?q=/?:@",
+    "/x?a[]=1&b={c}|^`\\\"<>", "/x?a=../b",
 ])
 def test_origin_form_targets_are_accepted_unchanged(target: str) -> None:
     assert origin_form(target) == target
@@ -25,7 +27,8 @@ def test_origin_form_targets_are_accepted_unchanged(target: str) -> None:
     "", "*", "x", "api/v2", "*@127.0.0.1:9/steal", "@127.0.0.1:9/x", "//127.0.0.1:9/x",
     "http://127.0.0.1:9/x", "127.0.0.1:9/x", "/..", "/.", "/a/../b", "/a/./b", "/a/..?x",
     "/%2e%2E/x", "/%2e/x", "/x#f", "/x y", "/x\ty", "/x\r\nHost: evil", "/\\evil", "/caf\u00e9",
-    "/x%", "/x%zz", "/x?%g0", "/x?a=[1]", "/x?a={b}", "/x|y", '/x"y', "/x<y>", "/x^y", "/x`y",
+    "/x%", "/x%zz", "/x?%g0", "/x?a#b", "/x?a b", "/x?\u00e9", "/x?a\x7f", "/x[y]", "/x{y}",
+    "/x|y", '/x"y', "/x<y>", "/x^y", "/x`y",
 ])
 def test_anything_else_is_refused_with_400(target: str) -> None:
     with pytest.raises(BadRequest) as refused:
@@ -81,3 +84,11 @@ def test_an_accepted_target_never_changes_the_origin(target: str) -> None:
     parsed = httpx.URL(url)
     assert (parsed.host, parsed.port) == ("engine.test", 8000)
     assert parsed.path.startswith("/base/")
+
+
+@pytest.mark.parametrize(("key", "path"), [
+    ("add_path", "/api/../admin"), ("search_path", "/search#x"), ("flush_path", "/a b"),
+])
+def test_engine_paths_that_are_not_plain_paths_stop_start_up(key: str, path: str) -> None:
+    with pytest.raises(ConfigError, match=f"upstream.{key}"):
+        Settings().with_values(upstream={key: path})

@@ -14,29 +14,34 @@ from urllib.parse import urlsplit
 
 from gateway.errors import BadRequest
 
-# RFC 3986 path characters (pchar and "/"), then query characters ("?" added); "%" must start
-# a %XX escape (checked apart: one character class keeps the common case a single scan).
-_ORIGIN_FORM = re.compile(
-    r"/(?!/)[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*)?"
-)
+# The path in RFC 3986 characters (pchar and "/"); the query in any visible ASCII but "#"
+# (browsers send `[]{}|^` unescaped there, and nothing in a query can move the authority).
+# "%" must start a %XX escape, checked apart so that the common case stays a single scan.
+_ORIGIN_FORM = re.compile(r"/(?!/)[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[!-\"$-~]*)?")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # A "." or ".." segment, also percent-encoded: servers resolve them, so a check on the spelled
 # path would not be a check on the path served.
 _DOT_SEGMENT = re.compile(r"/(?:\.|%2e){1,2}(?:/|$)", re.IGNORECASE)
 
 
-def origin_form(target: str) -> str:
-    """`target` if it is a normalised origin-form request target (`/path?query`), else 400.
+def is_origin_form(target: str) -> bool:
+    """Whether `target` is a normalised origin-form request target (`/path?query`).
 
-    Refused: anything not starting with exactly one `/` (`*`, `*@host/…`, `//host/…`,
-    `http://…`), dot segments, fragments, spaces, controls, non-ASCII and bare `%`.
+    Not: anything that does not start with exactly one `/` (`*`, `*@host/…`, `//host/…`,
+    `http://…`), dot segments, characters outside RFC 3986 in the path, fragments, spaces,
+    controls, non-ASCII, or a `%` that does not start an escape.
     """
     path = target.partition("?")[0]
-    if (
+    return not (
         _ORIGIN_FORM.fullmatch(target) is None
         or ("%" in target and _BAD_ESCAPE.search(target) is not None)
         or (("." in path or "%" in path) and _DOT_SEGMENT.search(path) is not None)
-    ):
+    )
+
+
+def origin_form(target: str) -> str:
+    """`target` when `is_origin_form(target)`, else 400 `invalid_request_target`."""
+    if not is_origin_form(target):
         raise BadRequest(
             "the request target must be an origin-form path (/path?query)",
             code="invalid_request_target",
@@ -68,11 +73,8 @@ class UpstreamOrigin:
             raise ValueError(f"names no host: {base_url!r}")
         port = parts.port  # ValueError when out of range or not a number
         prefix = parts.path.rstrip("/")
-        if prefix:
-            try:
-                origin_form(prefix)
-            except BadRequest:
-                raise ValueError(f"path {parts.path!r} is not a plain absolute path") from None
+        if prefix and not is_origin_form(prefix):
+            raise ValueError(f"path {parts.path!r} is not a plain absolute path")
         default = 443 if parts.scheme == "https" else 80
         return cls(parts.scheme, parts.hostname, port or default, parts.netloc, prefix)
 
