@@ -285,6 +285,37 @@ async def test_targets_other_than_origin_form_are_refused_unsent(
     assert (engine.connections, thief.connections) == (0, 0)
 
 
+async def test_a_request_line_naming_another_host_never_reaches_it_through_the_gateway(
+    client_name: str, settings: Settings, make_key: Callable[[str], str]
+) -> None:
+    async with HostileUpstream(lambda r: [response(200, b"engine")]) as engine, \
+            HostileUpstream(lambda r: [response(200, b"stolen")]) as thief:
+        gateway = create_app(settings.with_values(
+            upstream={"base_url": engine.url, "client": client_name}))
+        # What uvicorn hands over for `GET *@127.0.0.1:PORT/steal HTTP/1.1`.
+        target = "*@" + thief.url.removeprefix("http://") + "/steal"
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+            "scheme": "http", "path": target, "raw_path": target.encode(), "query_string": b"",
+            "root_path": "", "client": ("203.0.113.7", 5555), "server": ("gateway.test", 80),
+            "headers": [(b"host", b"gateway.test"),
+                        (b"authorization", f"Bearer {make_key('alice')}".encode())],
+        }
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        async with gateway.running():
+            await gateway(scope, receive, send)
+    assert sent[0]["status"] == 400
+    assert b"stolen" not in b"".join(m.get("body", b"") for m in sent)
+    assert (engine.connections, thief.connections) == (0, 0)
+
+
 async def test_origin_form_target_reaches_the_origin_under_its_path_prefix(
     client_name: str
 ) -> None:
