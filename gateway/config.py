@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.upstream.origin import UpstreamOrigin, is_origin_form
+
 ENV_PREFIX = "MEMORY_GATEWAY_"
 MIB = 1024 * 1024
 
@@ -293,8 +295,6 @@ def check_dev_engine_flavor(settings: Settings) -> None:
 
 
 def _validate(settings: Settings) -> None:
-    from gateway.upstream.origin import UpstreamOrigin, is_origin_form  # imports nothing back
-
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
