@@ -25,6 +25,8 @@ class ConfigError(ValueError):
 def _setting(default: Any, help: str) -> Any:
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"help": help})
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -59,6 +61,10 @@ class UpstreamSettings:
     )
     max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
     pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
+    allow_paths: list = _setting(
+        [], "engine routes opened beyond the flavour's table, \"METHOD /path\" with {name} or a "
+        "final * (docs/engines.md); the identity checks apply to them too"
+    )
 
 
 @dataclass(frozen=True)
@@ -191,12 +197,12 @@ def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
                 raise ConfigError(
                     f"{name} (from {info.env_var}): expected a number, got {value!r}"
                 ) from None
-        elif expected is dict:
+        elif expected in (dict, list):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 raise ConfigError(
-                    f"{name} (from {info.env_var}): expected a JSON object, got {value!r}"
+                    f"{name} (from {info.env_var}): expected JSON, got {value!r}"
                 ) from None
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -209,6 +215,8 @@ def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
         isinstance(k, str) and isinstance(v, str) for k, v in checked.items()
     ):
         raise ConfigError(f"{name}: expected a table of string values")
+    if expected is list and not all(isinstance(v, str) for v in checked):
+        raise ConfigError(f"{name}: expected a list of strings")
     if expected in (int, float) and checked < 0:
         raise ConfigError(f"{name}: must not be negative, got {value!r}")
     return value
@@ -290,6 +298,13 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
+    from gateway.upstream.routes import parse_allowed  # pure; imports nothing of the gateway
+
+    for entry in settings.upstream.allow_paths:
+        try:
+            parse_allowed(entry)
+        except ValueError as exc:
+            raise ConfigError(f"upstream.allow_paths: {exc}") from None
 
 
 def load_settings(
@@ -325,7 +340,7 @@ def render_example() -> str:
     """The text of `config.example.toml`: every key with its default and help."""
     lines = [
         "# memory-gateway configuration. Every key is shown with its default.",
-        "# Each key can be overridden by MEMORY_GATEWAY_<SECTION>_<KEY> (dict values as JSON).",
+        "# Each key can be overridden by MEMORY_GATEWAY_<SECTION>_<KEY> (tables, lists as JSON).",
     ]
     current = None
     for info in SETTINGS:
@@ -341,6 +356,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
         return json.dumps(value)
     if isinstance(value, dict):
         inner = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())

@@ -32,6 +32,12 @@ async def find(db: Database, key_id: str) -> ApiKey | None:
 # The CLI works on a plain sqlite3 connection: it runs outside the server's event loop.
 
 
+async def user_exists(db: Database, user_id: str) -> bool:
+    """Whether any key (revoked or not) was ever made for this user id."""
+    row = await db.read_one("SELECT 1 FROM api_keys WHERE user_id = ? LIMIT 1", (user_id,))
+    return row is not None
+
+
 def insert_sync(conn: sqlite3.Connection, key_id: str, user_id: str, secret_sha256: str) -> None:
     conn.execute(
         "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
