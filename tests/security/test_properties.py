@@ -76,9 +76,11 @@ USER_HEADER_SPELLINGS = ["X-Memory-User-Id", "x_memory_user_id", "X_MEMORY_USER_
 
 
 @st.composite
-def attempts(draw: st.DrawFn) -> tuple[str, EngineRoute, Field, dict[str, Any]]:
+def attempts(draw: st.DrawFn) -> tuple[str, EngineRoute, Field | None, dict[str, Any]]:
     flavor, route = draw(st.sampled_from(CASES))
-    field = draw(st.sampled_from(_placed(route) or [Field("user", QUERY, "user_id")]))
+    # None: bob's own ids everywhere, and alice only in a spelling of the user header.
+    field = draw(st.sampled_from([*(_placed(route) or [Field("user", QUERY, "user_id")]),
+                                  None]))
     return flavor, route, field, {
         "encoding": draw(st.sampled_from(range(len(ENCODINGS)))),
         "path": draw(st.integers(0, 3)),
@@ -118,14 +120,14 @@ async def _run(apps: dict[str, Any], engine: RecordingEngine) -> None:
     @settings(max_examples=300, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     @given(attempts())
-    def one(attempt: tuple[str, EngineRoute, Field, dict[str, Any]]) -> None:
+    def one(attempt: tuple[str, EngineRoute, Field | None, dict[str, Any]]) -> None:
         asyncio.run_coroutine_threadsafe(_attempt(apps, engine, attempt), loop).result()
 
     await loop.run_in_executor(None, one)
 
 
 async def _attempt(apps: dict[str, Any], engine: RecordingEngine,
-                   attempt: tuple[str, EngineRoute, Field, dict[str, Any]]) -> None:
+                   attempt: tuple[str, EngineRoute, Field | None, dict[str, Any]]) -> None:
     flavor, route, field, how = attempt
     app, key = apps[flavor]
     params = {name: "bob" for name in route.names}
@@ -134,7 +136,11 @@ async def _attempt(apps: dict[str, Any], engine: RecordingEngine,
     query: list[str] = []
     content = None
     headers = [("Authorization", f"Bearer {key}"), (how["header"], VICTIM)]
-    if field.where == PATH:
+    if field is None:
+        query = ["user_id=bob"]
+        content = json.dumps({"user_id": "bob", "sender": "bob", "query": "x"}).encode()
+        headers.append(("Content-Type", "application/json"))
+    elif field.where == PATH:
         params[field.key] = VICTIM
     elif field.where == QUERY:
         name = _spell_key(field.key, how["key"])
@@ -154,6 +160,25 @@ async def _attempt(apps: dict[str, Any], engine: RecordingEngine,
         assert VICTIM.encode() not in seen.lower(), (flavor, route.pattern, field, how, seen)
     if engine.requests:
         assert 200 <= response.status_code < 600
+
+
+PLAIN = {"encoding": 0, "path": 0, "key": 0, "repeat": False, "header": "X-Memory-User-Id"}
+SPELLED = {"encoding": 6, "path": 3, "key": 2, "repeat": True, "header": "x_memory_user_id"}
+
+
+async def test_every_route_of_every_flavour_refuses_another_user_in_every_field(
+    tmp_path: Path,
+) -> None:
+    """The sweep behind the sampling above: each entry, each identity field, two spellings."""
+    engine = RecordingEngine()
+    for name, flavor in FLAVORS.items():
+        config = settings_for(tmp_path / name, flavor=name)
+        async with gateway_with(config, engine) as app:
+            apps = {name: (app, create_key(config, "bob"))}
+            for route in flavor.routes.routes:
+                for field in [*_placed(route), None]:
+                    for how in (PLAIN, SPELLED):
+                        await _attempt(apps, engine, (name, route, field, how))
 
 
 async def test_claimed_sessions_groups_and_cubes_of_another_user_are_refused_everywhere(
