@@ -208,7 +208,9 @@ class Gateway:
                               scope.get("query_string", b""))
         # Routing, interception and the proxy all see the one normalised path (SPEC §5).
         path = target.path
-        scope["path"], scope["raw_path"], scope[TARGET_KEY] = path, quote(path).encode(), target
+        scope[TARGET_KEY] = target
+        if path != scope["path"]:
+            scope["path"], scope["raw_path"] = path, quote(path).encode()
         if path in PUBLIC_PATHS:
             await self._route(scope, receive, send, path)
             return

@@ -108,7 +108,8 @@ def upstream_url(base_url: str, path: str, query: str = "") -> str:
     The path comes from a route table entry (gateway/upstream/routes.py), never from the raw
     request target, so nothing a client writes can name another host or userinfo.
     """
-    assert path.startswith("/") and "@" not in path and "?" not in path, path
+    if not path.startswith("/") or "@" in path or "?" in path or "#" in path:
+        raise ValueError(f"not a normalised path: {path!r}")
     url = base_url.rstrip("/") + path
     return f"{url}?{query}" if query else url
 

@@ -86,6 +86,12 @@ class EngineRoute:
     note: str = ""
     segments: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
     wildcard: bool = field(init=False, repr=False, compare=False)
+    # What `named_in` reads, by place: top-level body keys and query names → their kinds, then
+    # nested body paths and path parameters (kind, key).
+    body_keys: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    body_paths: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+    query_keys: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+    path_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         assert self.pattern.startswith("/"), self.pattern
@@ -96,6 +102,22 @@ class EngineRoute:
         object.__setattr__(self, "wildcard", wildcard)
         object.__setattr__(self, "segments", tuple(
             None if part.startswith("{") and part.endswith("}") else part for part in parts))
+        body_keys: dict[str, tuple[str, ...]] = {}
+        query_keys: dict[str, tuple[str, ...]] = {}
+        body_paths, path_keys = [], []
+        for f in self.checked_fields():
+            if f.where == BODY and ("." in f.key or "[]" in f.key):
+                body_paths.append((f.kind, f.key))
+            elif f.where == BODY:
+                body_keys[f.key] = (*body_keys.get(f.key, ()), f.kind)
+            elif f.where == QUERY:
+                query_keys[f.key] = (*query_keys.get(f.key, ()), f.kind)
+            else:
+                path_keys.append((f.kind, f.key))
+        object.__setattr__(self, "body_keys", body_keys)
+        object.__setattr__(self, "body_paths", tuple(body_paths))
+        object.__setattr__(self, "query_keys", query_keys)
+        object.__setattr__(self, "path_keys", tuple(path_keys))
 
     @property
     def literal(self) -> bool:
@@ -200,12 +222,6 @@ class Named:
     app_id: str = "default"
     project_id: str = "default"
 
-    def bucket(self, kind: str) -> list[tuple[str, Any]]:
-        if kind in (USER, SENDER):
-            return self.users
-        return {AGENT: self.agents, SESSION: self.sessions, GROUP: self.groups,
-                CUBE: self.cubes, FILTERS: self.filters}[kind]
-
 
 def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, Any]],
           sender: bool) -> None:
@@ -240,13 +256,22 @@ def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
     """What `route` names in a parsed body, a decoded query (every value) and path parameters."""
     named = Named(app_id=_scope_value(body, query, "app_id"),
                   project_id=_scope_value(body, query, "project_id"))
-    for f in route.checked_fields():
-        bucket = named.bucket(f.kind)
-        if f.where == BODY:
-            if body is not None:
-                _walk(body, f.key.split("."), "", bucket, f.kind == SENDER)
-        elif f.where == QUERY:
-            bucket.extend((f"query.{f.key}", value) for value in query.get(f.key, ()))
-        elif f.key in params:
-            bucket.append((f"path.{f.key}", params[f.key]))
+    buckets = {USER: named.users, SENDER: named.users, AGENT: named.agents,
+               SESSION: named.sessions, GROUP: named.groups, CUBE: named.cubes,
+               FILTERS: named.filters}
+    if isinstance(body, Mapping):
+        for key, value in body.items():
+            kinds = route.body_keys.get(key)
+            if kinds is not None and value is not None:
+                for kind in kinds:
+                    buckets[kind].append((key, value))
+        for kind, key in route.body_paths:
+            if key.partition(".")[0].removesuffix("[]") in body:
+                _walk(body, key.split("."), "", buckets[kind], kind == SENDER)
+    for key, values in query.items():
+        for kind in route.query_keys.get(key, ()):
+            buckets[kind].extend((f"query.{key}", value) for value in values)
+    for kind, key in route.path_keys:
+        if key in params:
+            buckets[kind].append((f"path.{key}", params[key]))
     return named

@@ -17,15 +17,12 @@ from gateway.errors import BadRequest
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Target:
+    path: str  # normalised: "/" + the segments joined by "/"
     segments: tuple[str, ...]
     query: dict[str, list[str]]
     pairs: list[tuple[str, str]]
-
-    @property
-    def path(self) -> str:
-        return "/" + "/".join(self.segments)
 
     def upstream_query(self) -> str:
         """The query as checked, re-encoded: the engine decodes exactly these pairs."""
@@ -37,10 +34,10 @@ def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Targ
     if not path.startswith("/") or (raw_path is not None and not raw_path.startswith(b"/")):
         raise BadRequest("the request target must be a path (origin-form: /path?query)",
                          field="target")
-    if _CONTROL.search(path):
+    if not path.isprintable() and _CONTROL.search(path):
         raise BadRequest("control characters in the request path", field="target")
     segments = tuple(part for part in path.split("/") if part)
-    if any(part in (".", "..") for part in segments):
+    if "." in path and any(part in (".", "..") for part in segments):
         raise BadRequest("dot segments ('.', '..') are not allowed in the request path",
                          field="target")
     query: dict[str, list[str]] = {}
@@ -58,4 +55,4 @@ def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Targ
             raise BadRequest("the query string must be UTF-8 once decoded", field="query") from None
         for key, value in pairs:
             query.setdefault(key, []).append(value)
-    return Target(segments, query, pairs)
+    return Target("/" + "/".join(segments), segments, query, pairs)
