@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.upstream.routes import parse_allowed
+
 ENV_PREFIX = "MEMORY_GATEWAY_"
 MIB = 1024 * 1024
 
@@ -298,8 +300,6 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
-    from gateway.upstream.routes import parse_allowed  # pure; imports nothing of the gateway
-
     for entry in settings.upstream.allow_paths:
         try:
             parse_allowed(entry)

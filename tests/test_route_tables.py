@@ -97,9 +97,10 @@ def test_the_policy_reads_every_field_in_body_query_and_path() -> None:
         {"role": "assistant", "sender_id": "x"}, {"role": "user", "sender_id": "b"}],
         "filters": {"user_id": "c"}, "mem_cube_id": "k"},
         {"user_id": ["q1", "q2"], "group_id": ["g"]}, {"sender_id": "p"})
-    assert [v for _, v in named.users] == ["a", "b", "q1", "q2"]
-    assert named.filters == [("filters", {"user_id": "c"})]
-    assert named.cubes == [("mem_cube_id", "k")] and named.groups == [("query.group_id", "g")]
+    assert [v for _, v in named.of("user", "sender")] == ["a", "b", "q1", "q2"]
+    assert named.of("filters") == [("filters", {"user_id": "c"})]
+    assert named.of("cube") == [("mem_cube_id", "k")]
+    assert named.of("group") == [("query.group_id", "g")]
 
 
 def test_allow_paths_are_validated_and_open_routes() -> None:

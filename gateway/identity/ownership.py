@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Forbidden, SessionOwnedByAnotherUser
+from gateway.upstream.routes import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
 
 if TYPE_CHECKING:
     from gateway.upstream.routes import Named
@@ -137,48 +138,54 @@ class OwnershipRules:
         caller's agents, or a session, group or cube the caller owns.
         """
         scoped = False
-        for where, value in named.users:
-            for one in _values(value, where):
-                if one != user_id:
+        for kind, where, value in named.ids:
+            if kind in (USER, SENDER) and type(value) is str:  # the usual case, checked fast
+                if value != user_id:
                     raise Forbidden(f"{where} must be the authenticated user", field=where)
                 scoped = True
-        for where, value in named.agents:
-            for one in _values(value, where):
-                if not isinstance(one, str) or not await self.owns_agent(user_id, one):
-                    raise Forbidden(f"{where} is not one of your agents", field=where)
+            elif kind in (USER, SENDER):
+                for one in _values(value, where):
+                    if one != user_id:
+                        raise Forbidden(f"{where} must be the authenticated user", field=where)
                 scoped = True
-        scopes = [((named.app_id, named.project_id), named.sessions), (GROUP_SCOPE, named.groups),
-                  (CUBE_SCOPE, named.cubes)]
-        for (app_id, project_id), found in scopes:
-            for _, value in found:
-                for one in value if isinstance(value, list) else [value]:
-                    if not isinstance(one, str) or not one:
-                        continue
-                    if found is named.cubes and one == user_id:
-                        scoped = True  # MemOS's per-user cube: the caller's own id
-                        continue
-                    owner = await self.session_owner(app_id, project_id, one)
-                    if owner is None and found is named.cubes and await self.is_user(one):
-                        owner = one  # another user's own cube
-                    if owner is not None and owner != user_id:
-                        raise SessionOwnedByAnotherUser()
-                    scoped = scoped or owner == user_id
-        for _, tree in named.filters:
-            scoped = await self.check_filter_tree(tree, named, user_id) or scoped
+            elif kind == AGENT:
+                for one in _values(value, where):
+                    if not isinstance(one, str) or not await self.owns_agent(user_id, one):
+                        raise Forbidden(f"{where} is not one of your agents", field=where)
+                scoped = True
+            elif kind == FILTERS:
+                scoped = await self.check_filter_tree(value, named, user_id) or scoped
+            else:
+                scoped = await self._check_owned(kind, value, named, user_id) or scoped
         return scoped
+
+    async def _check_owned(self, kind: str, value: Any, named: Named, user_id: str) -> bool:
+        """Sessions, groups and cubes: never another user's; True when one is the caller's."""
+        app_id, project_id = _owner_scope(kind, named)
+        mine = False
+        for one in value if isinstance(value, list) else [value]:
+            if not isinstance(one, str) or not one:
+                continue
+            if kind == CUBE and one == user_id:
+                mine = True  # MemOS's per-user cube: the caller's own id
+                continue
+            owner = await self.session_owner(app_id, project_id, one)
+            if owner is None and kind == CUBE and await self.is_user(one):
+                owner = one  # another user's own cube
+            if owner is not None and owner != user_id:
+                raise SessionOwnedByAnotherUser()
+            mine = mine or owner == user_id
+        return mine
 
     async def claim(self, named: Named, user_id: str) -> None:
         """An add's sessions, groups and cubes become the caller's (403 if another's first)."""
-        scopes = [((named.app_id, named.project_id), named.sessions), (GROUP_SCOPE, named.groups),
-                  (CUBE_SCOPE, named.cubes)]
-        for (app_id, project_id), found in scopes:
-            for where, value in found:
-                if where.startswith(("query.", "path.")):
-                    continue  # an add claims what its body names
-                for one in value if isinstance(value, list) else [value]:
-                    if isinstance(one, str) and one and not (found is named.cubes
-                                                             and one == user_id):
-                        await self.claim_session(user_id, app_id, project_id, one)
+        for kind, where, value in named.ids:
+            if kind not in (SESSION, GROUP, CUBE) or where.startswith(("query.", "path.")):
+                continue  # an add claims what its body names
+            app_id, project_id = _owner_scope(kind, named)
+            for one in value if isinstance(value, list) else [value]:
+                if isinstance(one, str) and one and not (kind == CUBE and one == user_id):
+                    await self.claim_session(user_id, app_id, project_id, one)
 
     async def check_filter_tree(self, filters: Any, named: Named, user_id: str) -> bool:
         """`check_filters` over a tree; True when it names the caller or one of their agents."""
@@ -202,6 +209,14 @@ class OwnershipRules:
 
 
 _AND = ("AND", "and", "$and")
+
+
+def _owner_scope(kind: str, named: Named) -> tuple[str, str]:
+    if kind == GROUP:
+        return GROUP_SCOPE
+    if kind == CUBE:
+        return CUBE_SCOPE
+    return named.app_id, named.project_id
 
 
 def _bounded(node: Any) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,8 @@ from gateway.upstream.flavors.base import AddScope, everos_scope
 from gateway.upstream.json_body import strict_json
 from gateway.upstream.proxy import TARGET_KEY, upstream_headers
 from gateway.upstream.routes import ADD as HANDLED_ADD
+from gateway.upstream.routes import CUBE, GROUP, EngineRoute, named_in
 from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
-from gateway.upstream.routes import EngineRoute, named_in
 from gateway.upstream.target import Target
 
 ADD_PATH = "/memories/add"
@@ -110,9 +109,9 @@ async def _json_body(request: Request, entry: EngineRoute
     scoped = await svc.rules.check_named(named, caller)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
-    if entry.claims and (named.groups or named.cubes):
+    if entry.claims and named.of(GROUP, CUBE):
         # Sessions are claimed with the add's intent; groups and cubes here.
-        await svc.rules.claim(replace(named, sessions=[]), caller)
+        await svc.rules.claim(named.only(GROUP, CUBE), caller)
     return svc, caller, raw, payload
 
 

@@ -20,6 +20,8 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def _is_json_type(value: bytes) -> bool:
+    if value == b"application/json":
+        return True
     media, _, params = value.partition(b";")
     media = media.strip().lower()
     if media != b"application/json" and not (
@@ -39,15 +41,17 @@ def strict_json(headers: Sequence[tuple[bytes, bytes]], body: bytes) -> dict[str
     """The body as a JSON object, None when empty; UnsupportedMediaType / ValidationFailed."""
     if not body:
         return None
-    types = [value for key, value in headers if key == b"content-type"]
+    types = []
+    for key, value in headers:
+        if key == b"content-type":
+            types.append(value)
+        elif key == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
+            raise UnsupportedMediaType("compressed request bodies are not accepted here",
+                                       field="content-encoding")
     if len(types) != 1 or not _is_json_type(types[0]):
         raise UnsupportedMediaType(
             "this route's body names users: send exactly one Content-Type: application/json "
             "(UTF-8)", field="content-type")
-    for key, value in headers:
-        if key == b"content-encoding" and value.strip().lower() not in (b"", b"identity"):
-            raise UnsupportedMediaType("compressed request bodies are not accepted here",
-                                       field="content-encoding")
     if body.startswith(_BOM):
         raise ValidationFailed("the JSON body starts with a byte-order mark", field="body")
     try:

@@ -146,6 +146,8 @@ class EngineRoute:
 
     def render(self, params: Mapping[str, str]) -> str:
         """The upstream path: the pattern's spelling, each parameter percent-encoded whole."""
+        if not params and self.literal:
+            return self.pattern
         out = []
         for part in self.pattern.split("/"):
             if part.startswith("{") and part.endswith("}"):
@@ -208,26 +210,31 @@ def parse_allowed(entry: str) -> EngineRoute:
 # --- what a request names -----------------------------------------------------------------------
 
 
-@dataclass
 class Named:
-    """Every id a request names, by kind, each with where it was found (the error's `field`:
-    a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`)."""
+    """Every id a request names, in order: (kind, where, value). `where` is the error's
+    `field`: a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`."""
 
-    users: list[tuple[str, Any]] = field(default_factory=list)
-    agents: list[tuple[str, Any]] = field(default_factory=list)
-    sessions: list[tuple[str, Any]] = field(default_factory=list)
-    groups: list[tuple[str, Any]] = field(default_factory=list)
-    cubes: list[tuple[str, Any]] = field(default_factory=list)
-    filters: list[tuple[str, Any]] = field(default_factory=list)
-    app_id: str = "default"
-    project_id: str = "default"
+    __slots__ = ("ids", "app_id", "project_id")
+
+    def __init__(self, app_id: str = "default", project_id: str = "default",
+                 ids: list[tuple[str, str, Any]] | None = None) -> None:
+        self.ids: list[tuple[str, str, Any]] = [] if ids is None else ids
+        self.app_id = app_id
+        self.project_id = project_id
+
+    def of(self, *kinds: str) -> list[tuple[str, Any]]:
+        return [(where, value) for kind, where, value in self.ids if kind in kinds]
+
+    def only(self, *kinds: str) -> Named:
+        return Named(self.app_id, self.project_id,
+                     [entry for entry in self.ids if entry[0] in kinds])
 
 
-def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, Any]],
-          sender: bool) -> None:
+def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, str, Any]],
+          kind: str) -> None:
     if not keys:
         if node is not None:
-            found.append((where, node))
+            found.append((kind, where, node))
         return
     key, rest = keys[0], keys[1:]
     if key.endswith("[]"):
@@ -235,13 +242,14 @@ def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, Any]],
         items = node.get(key[:-2]) if isinstance(node, Mapping) else None
         if isinstance(items, list):
             for index, item in enumerate(items):
-                if sender and not (isinstance(item, Mapping) and item.get("role") == "user"):
+                if kind == SENDER and not (isinstance(item, Mapping)
+                                           and item.get("role") == "user"):
                     continue
-                _walk(item, rest, f"{where}{key[:-2]}[{index}]", found, sender)
+                _walk(item, rest, f"{where}{key[:-2]}[{index}]", found, kind)
         return
     where = f"{where}." if where else ""
     if isinstance(node, Mapping) and key in node:
-        _walk(node[key], rest, f"{where}{key}", found, sender)
+        _walk(node[key], rest, f"{where}{key}", found, kind)
 
 
 def _scope_value(body: Any, query: Mapping[str, list[str]], key: str) -> str:
@@ -254,24 +262,27 @@ def _scope_value(body: Any, query: Mapping[str, list[str]], key: str) -> str:
 def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
              params: Mapping[str, str]) -> Named:
     """What `route` names in a parsed body, a decoded query (every value) and path parameters."""
-    named = Named(app_id=_scope_value(body, query, "app_id"),
-                  project_id=_scope_value(body, query, "project_id"))
-    buckets = {USER: named.users, SENDER: named.users, AGENT: named.agents,
-               SESSION: named.sessions, GROUP: named.groups, CUBE: named.cubes,
-               FILTERS: named.filters}
-    if isinstance(body, Mapping):
+    named = Named()
+    ids = named.ids
+    if isinstance(body, dict):
+        body_keys = route.body_keys
         for key, value in body.items():
-            kinds = route.body_keys.get(key)
+            kinds = body_keys.get(key)
             if kinds is not None and value is not None:
                 for kind in kinds:
-                    buckets[kind].append((key, value))
+                    ids.append((kind, key, value))
         for kind, key in route.body_paths:
             if key.partition(".")[0].removesuffix("[]") in body:
-                _walk(body, key.split("."), "", buckets[kind], kind == SENDER)
-    for key, values in query.items():
-        for kind in route.query_keys.get(key, ()):
-            buckets[kind].extend((f"query.{key}", value) for value in values)
-    for kind, key in route.path_keys:
-        if key in params:
-            buckets[kind].append((f"path.{key}", params[key]))
+                _walk(body, key.split("."), "", ids, kind)
+    if query:
+        for key, values in query.items():
+            for kind in route.query_keys.get(key, ()):
+                ids.extend((kind, f"query.{key}", value) for value in values)
+    if params:
+        for kind, key in route.path_keys:
+            if key in params:
+                ids.append((kind, f"path.{key}", params[key]))
+    if any(entry[0] == SESSION for entry in ids):  # sessions are scoped by app and project
+        named.app_id = _scope_value(body, query, "app_id")
+        named.project_id = _scope_value(body, query, "project_id")
     return named

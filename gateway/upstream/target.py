@@ -36,7 +36,7 @@ def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Targ
                          field="target")
     if not path.isprintable() and _CONTROL.search(path):
         raise BadRequest("control characters in the request path", field="target")
-    segments = tuple(part for part in path.split("/") if part)
+    segments = tuple([part for part in path.split("/") if part])
     if "." in path and any(part in (".", "..") for part in segments):
         raise BadRequest("dot segments ('.', '..') are not allowed in the request path",
                          field="target")
@@ -55,4 +55,5 @@ def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Targ
             raise BadRequest("the query string must be UTF-8 once decoded", field="query") from None
         for key, value in pairs:
             query.setdefault(key, []).append(value)
-    return Target("/" + "/".join(segments), segments, query, pairs)
+    plain = "//" not in path and (len(path) == 1 or not path.endswith("/"))
+    return Target(path if plain else "/" + "/".join(segments), segments, query, pairs)
