@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from urllib.parse import quote
 
 import httpx
 from starlette.routing import BaseRoute, Match
@@ -34,7 +35,7 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import agents
+from gateway.store import agents, keys
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
@@ -42,7 +43,9 @@ from gateway.toolcalls.registry import load_registry
 from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
-from gateway.upstream.proxy import Proxy
+from gateway.upstream.proxy import TARGET_KEY, Proxy
+from gateway.upstream.routes import parse_allowed
+from gateway.upstream.target import parse_target
 
 log = logging.getLogger("gateway")
 access_log = AccessLog()
@@ -69,12 +72,17 @@ class Gateway:
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
         rules.session_owner = partial(attachment_store.session_owner, db)
+        rules.claim_session = partial(attachment_store.claim_session, db)
+        rules.is_user = partial(keys.user_exists, db)
+        flavor = flavor_for(settings)
+        table = flavor.routes.with_routes(parse_allowed(entry)
+                                          for entry in settings.upstream.allow_paths)
         self.services = Services(
             settings=settings,
             db=db,
             upstream=upstream,
             rules=rules,
-            proxy=Proxy(settings, upstream, rules),
+            proxy=Proxy(settings, upstream, rules, table, rules.claim),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=files,
             attachment_index=AttachmentIndex(db),
@@ -222,12 +230,19 @@ class Gateway:
             )
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
-        path: str = scope["path"]
+        target = parse_target(scope["path"], scope.get("raw_path"),
+                              scope.get("query_string", b""))
+        # Routing, interception and the proxy all see the one normalised path (SPEC §5).
+        path = target.path
+        scope[TARGET_KEY] = target
+        if path != scope["path"]:
+            scope["path"], scope["raw_path"] = path, quote(path).encode()
         if path in PUBLIC_PATHS:
             await self._route(scope, receive, send, path)
             return
         user = await self.services.authenticator.user_for(
-            (header(scope, b"authorization") or b"").decode("latin-1")
+            (header(scope, b"authorization") or b"").decode("latin-1"),
+            (header(scope, b"x-api-key") or b"").decode("latin-1"),
         )
         scope["user_id"] = user
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.upstream.origin import UpstreamOrigin, is_origin_form
+from gateway.upstream.routes import parse_allowed
 
 ENV_PREFIX = "MEMORY_GATEWAY_"
 MIB = 1024 * 1024
@@ -27,6 +28,8 @@ class ConfigError(ValueError):
 def _setting(default: Any, help: str) -> Any:
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"help": help})
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -66,6 +69,10 @@ class UpstreamSettings:
     )
     max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
     pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
+    allow_paths: list = _setting(
+        [], "engine routes opened beyond the flavour's table, \"METHOD /path\" with {name} or a "
+        "final * (docs/engines.md); the identity checks apply to them too"
+    )
 
 
 @dataclass(frozen=True)
@@ -220,12 +227,12 @@ def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
                 raise ConfigError(
                     f"{name} (from {info.env_var}): expected a number, got {value!r}"
                 ) from None
-        elif expected is dict:
+        elif expected in (dict, list):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 raise ConfigError(
-                    f"{name} (from {info.env_var}): expected a JSON object, got {value!r}"
+                    f"{name} (from {info.env_var}): expected JSON, got {value!r}"
                 ) from None
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -238,6 +245,8 @@ def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
         isinstance(k, str) and isinstance(v, str) for k, v in checked.items()
     ):
         raise ConfigError(f"{name}: expected a table of string values")
+    if expected is list and not all(isinstance(v, str) for v in checked):
+        raise ConfigError(f"{name}: expected a list of strings")
     if expected in (int, float) and checked < 0:
         raise ConfigError(f"{name}: must not be negative, got {value!r}")
     return value
@@ -331,6 +340,11 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("upstream.max_connections: must be at least 1")
     if settings.server.workers < 1:
         raise ConfigError("server.workers: must be at least 1")
+    for entry in settings.upstream.allow_paths:
+        try:
+            parse_allowed(entry)
+        except ValueError as exc:
+            raise ConfigError(f"upstream.allow_paths: {exc}") from None
 
 
 def load_settings(
@@ -366,7 +380,7 @@ def render_example() -> str:
     """The text of `config.example.toml`: every key with its default and help."""
     lines = [
         "# memory-gateway configuration. Every key is shown with its default.",
-        "# Each key can be overridden by MEMORY_GATEWAY_<SECTION>_<KEY> (dict values as JSON).",
+        "# Each key can be overridden by MEMORY_GATEWAY_<SECTION>_<KEY> (tables, lists as JSON).",
     ]
     current = None
     for info in SETTINGS:
@@ -382,6 +396,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
         return json.dumps(value)
     if isinstance(value, dict):
         inner = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())

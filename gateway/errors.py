@@ -6,13 +6,17 @@
     ├── Forbidden (403 forbidden)
     │   └── SessionOwnedByAnotherUser (403 session_owned_by_another_user)
     ├── NotFound (404 not_found)
+    │   └── RouteNotFound (404 route_not_found)
     ├── MethodNotAllowed (405 method_not_allowed)
     ├── Conflict (409 conflict)
     │   ├── IdempotencyConflict (409 idempotency_conflict)
     │   ├── ToolCallCancelled (409 tool_call_cancelled)
     │   └── ToolCallConfirmed (409 tool_call_confirmed)
     ├── PayloadTooLarge (413 payload_too_large)
+    ├── UnsupportedMediaType (415 unsupported_media_type)
     ├── ValidationFailed (422 validation_error)
+    │   ├── UriNotAllowed (422 uri_not_allowed)
+    │   └── UserIdRequired (422 user_id_required)
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
     ├── JobServiceUnavailable (502 job_service_unavailable)
@@ -68,6 +72,11 @@ class NotFound(GatewayError):
     status, code, default_message = 404, "not_found", "not found"
 
 
+class RouteNotFound(NotFound):
+    code = "route_not_found"
+    default_message = "no such route: the engine is reached only through its flavour's table"
+
+
 class MethodNotAllowed(GatewayError):
     status, code, default_message = 405, "method_not_allowed", "method not allowed"
 
@@ -95,8 +104,22 @@ class PayloadTooLarge(GatewayError):
     status, code, default_message = 413, "payload_too_large", "request body too large"
 
 
+class UnsupportedMediaType(GatewayError):
+    status, code, default_message = 415, "unsupported_media_type", "unsupported media type"
+
+
 class ValidationFailed(GatewayError):
     status, code, default_message = 422, "validation_error", "invalid input"
+
+
+class UriNotAllowed(ValidationFailed):
+    code = "uri_not_allowed"
+    default_message = "this URI points at files that are not yours"
+
+
+class UserIdRequired(ValidationFailed):
+    code = "user_id_required"
+    default_message = "this route reads or changes many users' items: name your own user_id"
 
 
 class UpstreamUnavailable(GatewayError):
@@ -140,13 +163,17 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     Forbidden,
     SessionOwnedByAnotherUser,
     NotFound,
+    RouteNotFound,
     MethodNotAllowed,
     Conflict,
     IdempotencyConflict,
     ToolCallCancelled,
     ToolCallConfirmed,
     PayloadTooLarge,
+    UnsupportedMediaType,
     ValidationFailed,
+    UriNotAllowed,
+    UserIdRequired,
     UpstreamUnavailable,
     UpstreamBadResponse,
     JobServiceUnavailable,

@@ -28,9 +28,10 @@ SECURITY_SCHEME = "bearerAuth"
 DESCRIPTION = """\
 An authenticating, attachment-aware gateway in front of an EverOS-compatible memory engine.
 
-This document describes the gateway's own endpoints. **Every other path is proxied to the
-engine** unchanged (method, body and headers, minus hop-by-hop headers and `Authorization`),
-after the caller's key is checked; see the engine's own API for those paths.
+This document describes the gateway's own endpoints. **The engine routes of the flavour's
+route table are proxied to the engine** unchanged (method, body and headers, minus hop-by-hop
+headers and credentials), after the caller's key and the identity checks; any other path is a
+404 `route_not_found`. See the engine's own API for those routes.
 
 Authentication: `Authorization: Bearer <key>` (keys come from `memory-gateway keys create`).
 `/healthz`, `/readyz`, `/openapi.json` and `/metrics` need no key. Every response carries

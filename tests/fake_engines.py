@@ -124,7 +124,149 @@ def everos_cloud_app() -> Starlette:
     ])
 
 
-APPS = {"everos-cloud": everos_cloud_app}
+def everos_cloud_v1_app() -> Starlette:
+    """EverOS Cloud's legacy v1 API as the 0.4.x SDK calls it: add (user_id, messages with integer
+    timestamps), search (filters.user_id required), flush."""
+    memories: list[dict[str, Any]] = []
+
+    async def add(request: Request) -> JSONResponse:
+        body = await request.json()
+        messages = body.get("messages")
+        if not isinstance(body.get("user_id"), str) or not isinstance(messages, list) \
+                or not all(isinstance(m.get("timestamp"), int) for m in messages):
+            return JSONResponse({"detail": "user_id and timestamped messages required"}, 422)
+        for message in messages:
+            memories.append({"user_id": body["user_id"], "session_id": body.get("session_id"),
+                             **message})
+        return JSONResponse({"status": "ok", "message": "accepted", "request_id": "fake",
+                             "data": {"status": "accumulated", "message_count": len(messages)}})
+
+    async def search(request: Request) -> JSONResponse:
+        body = await request.json()
+        user = (body.get("filters") or {}).get("user_id")
+        if not isinstance(user, str):
+            return JSONResponse({"detail": "filters.user_id required"}, 422)
+        words = str(body.get("query") or "").lower().split()
+        now = datetime.now(UTC).isoformat()
+        episodes = [{
+            "id": f"ep-{index}", "user_id": m["user_id"], "session_id": m["session_id"],
+            "episode": _text(m["content"]), "summary": _text(m["content"])[:40],
+            "timestamp": now, "score": 0.8,
+        } for index, m in enumerate(memories)
+            if m["user_id"] == user and any(w in _text(m["content"]).lower() for w in words)]
+        return JSONResponse({"status": "ok", "request_id": "fake", "data": {
+            "episodes": episodes, "profiles": [], "raw_messages": []}})
+
+    async def flush(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "request_id": "fake", "data": {"status": "done"}})
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[
+        Route("/api/v1/memories", add, methods=["POST"]),
+        Route("/api/v1/memories/search", search, methods=["POST"]),
+        Route("/api/v1/memories/flush", flush, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+    ])
+
+
+def evermemos_v0_app() -> Starlette:
+    """EverMemOS v0 as the `evermemos` 0.3 SDK calls it: one message per add (`sender` is the
+    owner, `group_id` the conversation), search by query string."""
+    messages: list[dict[str, Any]] = []
+
+    async def add(request: Request) -> JSONResponse:
+        body = await request.json()
+        missing = [key for key in ("message_id", "create_time", "sender", "content")
+                   if not isinstance(body.get(key), str)]
+        if missing:
+            return JSONResponse({"status": "failed", "message": f"missing {missing}"}, 422)
+        messages.append(body)
+        return JSONResponse({"status": "ok", "message": "queued", "request_id": "fake"})
+
+    async def search(request: Request) -> JSONResponse:
+        user = request.query_params.get("user_id")
+        words = (request.query_params.get("query") or "").lower().split()
+        now = datetime.now(UTC).isoformat()
+        found = [{
+            "memory_type": "episodic_memory", "timestamp": now, "user_id": m["sender"],
+            "id": m["message_id"], "group_id": m.get("group_id"), "episode": m["content"],
+        } for m in messages
+            if m["sender"] == user and any(w in m["content"].lower() for w in words)]
+        return JSONResponse({"status": "ok", "message": "", "result": {
+            "memories": found, "total_count": len(found)}})
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[
+        Route("/api/v0/memories", add, methods=["POST"]),
+        Route("/api/v0/memories/search", search, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ])
+
+
+def mem0_platform_app() -> Starlette:
+    """mem0's hosted platform API as `MemoryClient` calls it: ping, v3 add/search/get-all, and
+    memories by id (trailing slashes as the platform spells them)."""
+    memories: dict[str, dict[str, Any]] = {}
+
+    async def ping(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "org_id": "org", "project_id": "project",
+                             "user_email": None})
+
+    async def add(request: Request) -> JSONResponse:
+        body = await request.json()
+        if not isinstance(body.get("user_id"), str):
+            return JSONResponse({"detail": "user_id required"}, 400)
+        results = []
+        for message in body.get("messages") or []:
+            memory_id = f"mem-{len(memories) + 1}"
+            memories[memory_id] = {"id": memory_id, "memory": message.get("content"),
+                                   "user_id": body["user_id"], "run_id": body.get("run_id"),
+                                   "metadata": body.get("metadata")}
+            results.append({"id": memory_id, "event": "ADD", "memory": message.get("content")})
+        return JSONResponse({"results": results})
+
+    def _mine(body: dict[str, Any]) -> list[dict[str, Any]]:
+        user = (body.get("filters") or {}).get("user_id")
+        return [m for m in memories.values() if m["user_id"] == user]
+
+    async def search(request: Request) -> JSONResponse:
+        body = await request.json()
+        words = str(body.get("query") or "").lower().split()
+        return JSONResponse({"results": [
+            {**m, "score": 0.9} for m in _mine(body)
+            if any(w in str(m["memory"]).lower() for w in words)]})
+
+    async def get_all(request: Request) -> JSONResponse:
+        return JSONResponse({"results": _mine(await request.json())})
+
+    async def by_id(request: Request) -> JSONResponse:
+        memory = memories.get(request.path_params["memory_id"])
+        if memory is None:
+            return JSONResponse({"detail": "not found"}, 404)
+        if request.method == "DELETE":
+            del memories[memory["id"]]
+            return JSONResponse({"message": "Memory deleted successfully!"})
+        return JSONResponse(memory)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[
+        Route("/v1/ping/", ping, methods=["GET"]),
+        Route("/v3/memories/add/", add, methods=["POST"]),
+        Route("/v3/memories/search/", search, methods=["POST"]),
+        Route("/v3/memories/", get_all, methods=["POST"]),
+        Route("/v1/memories/{memory_id}/", by_id, methods=["GET", "DELETE"]),
+        Route("/health", health, methods=["GET"]),
+    ])
+
+
+APPS = {"everos-cloud": everos_cloud_app, "everos-cloud-v1": everos_cloud_v1_app,
+        "evermemos-v0": evermemos_v0_app, "mem0-platform": mem0_platform_app}
 
 
 @contextmanager

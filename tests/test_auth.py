@@ -50,17 +50,17 @@ async def test_created_key_authenticates_and_revoked_key_is_401(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
     token = run_cli(settings, "keys", "create", "--user", "carol").stdout.splitlines()[-1]
-    engine.get("/x").mock(return_value=httpx.Response(200))
+    engine.get("/health").mock(return_value=httpx.Response(200))
     gateway = create_app(settings.with_values(auth={"key_cache_ttl_s": 0}),
                          upstream_transport=httpx.MockTransport(engine.async_handler))
     async with gateway.running(), client_for(gateway, token) as client:
-        first = await client.get("/x")
+        first = await client.get("/health")
         assert first.status_code == 200
         assert engine.routes[0].calls.last.request.headers["x-memory-user-id"] == "carol"
         key_id = token.split("_")[1]
         revoked = run_cli(settings, "keys", "revoke", key_id)
         assert revoked.returncode == 0, revoked.stderr
-        second = await client.get("/x")
+        second = await client.get("/health")
     assert second.status_code == 401
 
 
@@ -70,7 +70,7 @@ async def test_wrong_secret_for_a_real_key_id_is_401(
     token = make_key("alice")
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
     async with client_for(app, forged) as client:
-        assert (await client.get("/x")).status_code == 401
+        assert (await client.get("/health")).status_code == 401
 
 
 def test_revoking_an_unknown_key_fails(settings: Settings) -> None:

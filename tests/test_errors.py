@@ -44,11 +44,11 @@ async def test_unexpected_exception_is_500_in_the_shape(app: Gateway, make_key) 
 async def test_every_response_carries_a_request_id(
     alice: httpx.AsyncClient, anonymous: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
-    engine.get("/p").mock(return_value=httpx.Response(200))
-    for response in (await alice.get("/p"), await anonymous.get("/p"),
-                     await anonymous.get("/healthz")):
+    engine.get("/health").mock(return_value=httpx.Response(200))
+    for response in (await alice.get("/health"), await anonymous.get("/health"),
+                     await alice.get("/not-a-route"), await anonymous.get("/healthz")):
         assert len(response.headers["x-request-id"]) >= 16
-    response = await alice.get("/p", headers={"X-Request-Id": "client-chosen-1"})
+    response = await alice.get("/health", headers={"X-Request-Id": "client-chosen-1"})
     assert response.headers["x-request-id"] == "client-chosen-1"
 
 
@@ -68,7 +68,7 @@ async def test_transport_failures_map_to_gateway_errors(
     alice: httpx.AsyncClient, engine: respx.MockRouter, exc: Exception, status: int, code: str
 ) -> None:
     engine.post("/api/v2/memory/get").mock(side_effect=exc)
-    response = await alice.post("/api/v2/memory/get", json={})
+    response = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
 
@@ -76,13 +76,13 @@ async def test_transport_failures_map_to_gateway_errors(
 async def test_writes_are_never_retried_but_idempotent_reads_are_once(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
-    post = engine.post("/w").mock(side_effect=httpx.ConnectError("refused"))
-    get = engine.get("/r").mock(
+    post = engine.post("/api/v2/memory/flush").mock(side_effect=httpx.ConnectError("refused"))
+    get = engine.get("/health").mock(
         side_effect=[httpx.ConnectError("stale"), httpx.Response(200, text="ok")]
     )
-    assert (await alice.post("/w", json={})).status_code == 502
+    assert (await alice.post("/api/v2/memory/flush", json={})).status_code == 502
     assert post.call_count == 1
-    response = await alice.get("/r")
+    response = await alice.get("/health")
     assert response.status_code == 200 and get.call_count == 2
 
 
@@ -92,6 +92,6 @@ async def test_upstream_error_responses_pass_through_unchanged(
     engine.post("/api/v2/memory/get").mock(
         return_value=httpx.Response(422, json={"detail": "engine says no"})
     )
-    response = await alice.post("/api/v2/memory/get", json={})
+    response = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
     assert response.status_code == 422
     assert response.json() == {"detail": "engine says no"}

@@ -51,12 +51,13 @@ def test_engines_the_dev_engine_cannot_stand_in_for_need_a_base_url() -> None:
     check_dev_engine_flavor(Settings().with_values(upstream={"flavor": "everos-cloud"}))
 
 
-async def test_other_methods_on_an_engine_path_are_proxied(
+async def test_other_methods_on_an_engine_path_are_refused_unless_in_the_table(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = engine.get("/api/v2/memory/add").mock(return_value=httpx.Response(405))
     response = await alice.get("/api/v2/memory/add")
-    assert response.status_code == 405 and route.called  # the engine's answer, not ours
+    assert response.status_code == 404 and not route.called
+    assert response.json()["error"]["code"] == "route_not_found"
 
 
 def test_name_files_puts_a_line_before_each_file_in_every_content_shape() -> None:

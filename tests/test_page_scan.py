@@ -30,7 +30,6 @@ from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.search.index import SessionMatcher, _build
 from gateway.search.items import find_items
 
-APP = PROJECT = "default"
 needs_scanner = pytest.mark.skipif(
     not page_scan.AVAILABLE, reason="the C page scanner (gateway/search/_pagescan_c/) was not built"
 )
@@ -73,7 +72,7 @@ def _python_path(
 ) -> tuple[bytes, int, list[Any]]:
     answer = jsonio.loads(body)
     items = find_items(answer)
-    out, matched = python_answer(answer, items, native, foreign, matchers, APP, PROJECT)
+    out, matched = python_answer(answer, items, native, foreign, matchers)
     return out, matched, items
 
 
@@ -102,7 +101,7 @@ def agree(
         pytest.fail(f"scan took a page the Python path refuses ({error!r}): {body!r}")
     assert sorted(sessions) == session_ids(items) and len(set(sessions)) == len(sessions)
     assert scopes == [_scope(item.session_id, item.raw) for item in items]
-    out, count = scanned_answer(page, set(foreign), matchers, APP, PROJECT)
+    out, count = scanned_answer(page, set(foreign), matchers)
     assert (_parsed(out), count) == (_parsed(expected), expected_count), (
         f"the two paths disagree (native={native})\nbody:   {body!r}\n"
         f"C:      {out!r}\nPython: {expected!r}"
@@ -540,8 +539,8 @@ def test_large_pages_and_matchers_are_answered_alike(seed: int) -> None:
         for native in (False, True):
             assert agree(body, native, foreign, matchers)
             page = page_scan.scan(body, native)
-            first = scanned_answer(page, foreign, matchers, APP, PROJECT)
-            assert scanned_answer(page, foreign, matchers, APP, PROJECT) == first
+            first = scanned_answer(page, foreign, matchers)
+            assert scanned_answer(page, foreign, matchers) == first
             matched += first[1]
     assert matched > 100
 
@@ -660,7 +659,7 @@ def _answer(
     matchers = _matchers() if matchers is None else matchers
     assert agree(body, native, foreign or set(), matchers), "the scanner left the page"
     page = page_scan.scan(body, native)
-    out, count = scanned_answer(page, foreign or set(), matchers, APP, PROJECT)
+    out, count = scanned_answer(page, foreign or set(), matchers)
     return json.loads(out), count
 
 
@@ -721,9 +720,12 @@ def test_case_folding_is_pythons_str_lower(name: str, text: str) -> None:
 @pytest.mark.parametrize("native", [False, True])
 def test_items_in_foreign_sessions_are_dropped(native: bool) -> None:
     body = json.dumps({"data": {"episodes": [
-        {"id": "e1", "session_id": "s1", "episode": "photo.png"},
+        {"id": "e1", "session_id": "s1", "app_id": "default", "project_id": "default",
+         "episode": "photo.png"},
         {"id": "e2", "session_id": "theirs", "episode": "photo.png"},
         {"session_id": "s1", "app_id": "other", "episode": "x"},
+        # Not saying its app: s1 is another user's in "other", so it may be theirs: dropped.
+        {"id": "e3", "session_id": "s1", "project_id": "default", "episode": "photo.png"},
         {"metadata": {"session_id": "theirs"}, "episode": "photo.png"},
     ]}})
     foreign = {("default", "default", "theirs"), ("other", "default", "s1")}

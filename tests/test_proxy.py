@@ -8,11 +8,21 @@ import pytest
 import respx
 
 from gateway.app import Gateway
+from gateway.config import Settings
 from tests.conftest import client_for
 
 # The route suite runs on both databases and through both production upstream clients over a
 # loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
 pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
+# Engine routes beyond the everos table, opened as an operator would (SPEC §5): the mechanics
+# of forwarding are the same for them.
+OPENED = ["PUT /api/v2/knowledge/*", "GET /api/v2/things", "GET /z", "GET /big",
+          "POST /upload", "GET /x"]
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.with_values(upstream={"allow_paths": OPENED})
 
 
 async def test_forwards_method_path_query_body_and_returns_bytes_unchanged(
@@ -104,10 +114,10 @@ async def test_large_response_streams_to_client_intact(
     assert response.content == big
 
 
-async def test_large_octet_stream_request_is_streamed_upstream(
+async def test_large_chunked_json_request_is_read_checked_and_forwarded(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
-    payload = b"x" * (3 * 1024 * 1024)
+    payload = json.dumps({"user_id": "alice", "pad": "x" * (3 * 1024 * 1024)}).encode()
     route = engine.post("/upload").mock(return_value=httpx.Response(201))
 
     async def body():
@@ -115,10 +125,13 @@ async def test_large_octet_stream_request_is_streamed_upstream(
             yield payload[i : i + 100_000]
 
     response = await alice.post(
-        "/upload", content=body(), headers={"Content-Type": "application/octet-stream"}
+        "/upload", content=body(), headers={"Content-Type": "application/json"}
     )
     assert response.status_code == 201
     assert route.calls.last.request.content == payload
+    octets = await alice.post("/upload", content=b"\x00" * 10,
+                              headers={"Content-Type": "application/octet-stream"})
+    assert octets.status_code == 415 and route.call_count == 1
 
 
 async def test_missing_unknown_and_malformed_keys_are_401(
@@ -166,7 +179,7 @@ async def test_search_for_another_user_is_403_and_not_forwarded(
     for body in ({"query": "x", "user_id": "bob"}, {"query": "x", "filters": {"user_id": "bob"}}):
         response = await alice.post("/memories/search", json=body)
         assert response.status_code == 403
-    response = await alice.get("/api/v2/memory/get?user_id=bob")
+    response = await alice.post("/api/v2/memory/get?user_id=bob", json={})
     assert response.status_code == 403
     assert not route.called
 

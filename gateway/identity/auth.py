@@ -20,6 +20,7 @@ from gateway.store import Database, keys
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 _KEY = re.compile(r"mgw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,100})")
 _CACHE_LIMIT = 10_000
+_SCHEMES = ("bearer", "token")
 
 
 def validate_user_id(user_id: str) -> str:
@@ -62,14 +63,24 @@ class Authenticator:
         self._ttl = cache_ttl_s
         self._cache: dict[str, _Cached] = {}
 
-    async def user_for(self, authorization: str | None) -> str:
-        """The user id behind an `Authorization: Bearer` header value, or Unauthorized."""
-        if not authorization:
-            raise Unauthorized("missing Authorization: Bearer <key>")
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise Unauthorized("expected Authorization: Bearer <key>")
+    async def user_for(self, authorization: str | None, api_key: str | None = None) -> str:
+        """The user behind `Authorization: Bearer|Token <key>` or `X-API-Key`, or Unauthorized.
+
+        `Token` is the scheme mem0's and MemOS's clients send. Two different keys in one request
+        are refused rather than one of them picked.
+        """
+        token = ""
+        if authorization:
+            scheme, _, token = authorization.strip().partition(" ")
+            token = token.strip()
+            if scheme.lower() not in _SCHEMES or not token:
+                raise Unauthorized("expected Authorization: Bearer <key> (or Token <key>)")
+        if api_key and api_key.strip():
+            if token and token != api_key.strip():
+                raise Unauthorized("two different API keys in one request")
+            token = api_key.strip()
+        if not token:
+            raise Unauthorized("missing Authorization: Bearer <key> (or X-API-Key)")
         now = time.monotonic()
         cached = self._cache.get(token)
         if cached is not None and cached.expires_at > now:

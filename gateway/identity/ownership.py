@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Forbidden, SessionOwnedByAnotherUser
+from gateway.upstream.routes import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
+
+if TYPE_CHECKING:
+    from gateway.upstream.routes import Named
 
 AgentCheck = Callable[[str, str], Awaitable[bool]]
 SessionOwner = Callable[[str, str, str], Awaitable[str | None]]
+SessionClaim = Callable[[str, str, str, str], Awaitable[None]]  # (user, app, project, session)
 
 
 async def _no_agents(user_id: str, agent_id: str) -> bool:
@@ -24,6 +29,20 @@ async def _no_agents(user_id: str, agent_id: str) -> bool:
 async def _no_sessions(app_id: str, project_id: str, session_id: str) -> str | None:
     return None
 
+
+async def _no_users(user_id: str) -> bool:
+    return False
+
+
+async def _no_claims(user_id: str, app_id: str, project_id: str, session_id: str) -> None:
+    return None
+
+
+# The owner scope of MemOS cubes and of conversation groups (EverMemOS `group_id`, EverOS Cloud
+# groups) in the sessions table: a group is a session of the default scope; a cube id lives
+# apart from sessions (app ids starting with `_` are never a client's default).
+CUBE_SCOPE = ("_cube", "_cube")
+GROUP_SCOPE = ("default", "default")
 
 # Filter operators that name exactly the values given (EverOS/Cloud, mem0 and MemOS DSLs).
 _POSITIVE_OPERATORS = frozenset({"eq", "in", "$eq", "$in"})
@@ -47,6 +66,9 @@ class OwnershipRules:
 
     owns_agent: AgentCheck = _no_agents
     session_owner: SessionOwner = _no_sessions
+    claim_session: SessionClaim = _no_claims
+    # Whether an id is a user's: MemOS names each user's own cube after the user.
+    is_user: Callable[[str], Awaitable[bool]] = _no_users
     # Body keys that name a session (mem0 calls it `run_id`); set at assembly from the flavour.
     session_keys: tuple[str, ...] = ("session_id",)
 
@@ -109,6 +131,68 @@ class OwnershipRules:
                 elif isinstance(value, Mapping | list):
                     stack.append(value)
 
+    async def check_named(self, named: Named, user_id: str) -> bool:
+        """SPEC §3 on every id a request names (403 on the first that is not the caller's).
+
+        True when the request is bounded to the caller: it names the caller, one of the
+        caller's agents, or a session, group or cube the caller owns.
+        """
+        scoped = False
+        for kind, where, value in named.ids:
+            if kind in (USER, SENDER) and type(value) is str:  # the usual case, checked fast
+                if value != user_id:
+                    raise Forbidden(f"{where} must be the authenticated user", field=where)
+                scoped = True
+            elif kind in (USER, SENDER):
+                for one in _values(value, where):
+                    if one != user_id:
+                        raise Forbidden(f"{where} must be the authenticated user", field=where)
+                scoped = True
+            elif kind == AGENT:
+                for one in _values(value, where):
+                    if not isinstance(one, str) or not await self.owns_agent(user_id, one):
+                        raise Forbidden(f"{where} is not one of your agents", field=where)
+                scoped = True
+            elif kind == FILTERS:
+                scoped = await self.check_filter_tree(value, named, user_id) or scoped
+            else:
+                scoped = await self._check_owned(kind, value, named, user_id) or scoped
+        return scoped
+
+    async def _check_owned(self, kind: str, value: Any, named: Named, user_id: str) -> bool:
+        """Sessions, groups and cubes: never another user's; True when one is the caller's."""
+        app_id, project_id = _owner_scope(kind, named)
+        mine = False
+        for one in value if isinstance(value, list) else [value]:
+            if not isinstance(one, str) or not one:
+                continue
+            if kind == CUBE and one == user_id:
+                mine = True  # MemOS's per-user cube: the caller's own id
+                continue
+            owner = await self.session_owner(app_id, project_id, one)
+            if owner is None and kind == CUBE and await self.is_user(one):
+                owner = one  # another user's own cube
+            if owner is not None and owner != user_id:
+                raise SessionOwnedByAnotherUser()
+            mine = mine or owner == user_id
+        return mine
+
+    async def claim(self, named: Named, user_id: str) -> None:
+        """An add's sessions, groups and cubes become the caller's (403 if another's first)."""
+        for kind, where, value in named.ids:
+            if kind not in (SESSION, GROUP, CUBE) or where.startswith(("query.", "path.")):
+                continue  # an add claims what its body names
+            app_id, project_id = _owner_scope(kind, named)
+            for one in value if isinstance(value, list) else [value]:
+                if isinstance(one, str) and one and not (kind == CUBE and one == user_id):
+                    await self.claim_session(user_id, app_id, project_id, one)
+
+    async def check_filter_tree(self, filters: Any, named: Named, user_id: str) -> bool:
+        """`check_filters` over a tree; True when it names the caller or one of their agents."""
+        await self.check_filters(filters, {"app_id": named.app_id,
+                                           "project_id": named.project_id}, user_id)
+        return _bounded(filters)
+
     async def check_ids(self, named_user: Any, agent_id: Any, user_id: str) -> None:
         if named_user is not None and named_user != user_id:
             raise Forbidden("user_id must be the authenticated user", field="user_id")
@@ -122,6 +206,38 @@ class OwnershipRules:
         owner = await self.session_owner(app_id, project_id, session_id)
         if owner is not None and owner != user_id:
             raise SessionOwnedByAnotherUser()
+
+
+_AND = ("AND", "and", "$and")
+
+
+def _owner_scope(kind: str, named: Named) -> tuple[str, str]:
+    if kind == GROUP:
+        return GROUP_SCOPE
+    if kind == CUBE:
+        return CUBE_SCOPE
+    return named.app_id, named.project_id
+
+
+def _bounded(node: Any) -> bool:
+    """A filter tree every match of which names the caller or one of their agents (ANDs only)."""
+    if not isinstance(node, Mapping):
+        return False
+    if node.get("user_id") is not None or node.get("agent_id") is not None:
+        return True
+    for key in _AND:
+        children = node.get(key)
+        if isinstance(children, list) and any(_bounded(child) for child in children):
+            return True
+    return False
+
+
+def _values(value: Any, where: str) -> list[Any]:
+    """The ids a user or agent field names; 403 for conditions that reach beyond them."""
+    named = _named(value)
+    if named is None:
+        raise Forbidden(f"{where}: may only name your own", field=where)
+    return named
 
 
 def _scope_value(body: Mapping[str, Any], key: str) -> str:

@@ -25,9 +25,10 @@ from gateway import jsonio
 from gateway.attachments import recovery
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
 from gateway.attachments.files import file_uri, safe_name
-from gateway.errors import UpstreamBadResponse, ValidationFailed
+from gateway.attachments.uris import check_uris
+from gateway.errors import UpstreamBadResponse, UserIdRequired, ValidationFailed
 from gateway.ids import new_id
-from gateway.routes.common import api, body_bytes, parse_json, relayed
+from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_exceeds, relayed
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.services import Services, request_id, services, user_id
@@ -35,12 +36,20 @@ from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
 from gateway.upstream.flavors.base import AddScope, everos_scope
-from gateway.upstream.proxy import upstream_headers
+from gateway.upstream.json_body import strict_json
+from gateway.upstream.proxy import TARGET_KEY, upstream_headers
+from gateway.upstream.routes import ADD as HANDLED_ADD
+from gateway.upstream.routes import CUBE, GROUP, EngineRoute, named_in
+from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
+from gateway.upstream.target import Target
 
 ADD_PATH = "/memories/add"
 SEARCH_PATH = "/memories/search"
 SOURCE_URI = "memory_add_uri"
 SOURCE_BASE64 = "memory_add_base64"
+# The gateway's own add and search, under the same identity policy as every engine route.
+OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD)
+OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH)
 
 
 class AddRequest(BaseModel):
@@ -83,18 +92,26 @@ class SearchResponse(BaseModel):
     total: int
 
 
-def _scope(body: Mapping[str, Any], key: str) -> str:
-    value = body.get(key)
-    return value if isinstance(value, str) and value else "default"
-
-
-async def _json_body(request: Request) -> tuple[Services, str, bytes, dict[str, Any]]:
+async def _json_body(request: Request, entry: EngineRoute
+                     ) -> tuple[Services, str, bytes, dict[str, Any]]:
+    """The body read once as strict JSON, and the identity policy run on it (SPEC §3, §5)."""
     svc = services(request)
     caller = user_id(request)
     raw = await body_bytes(request)
-    payload = parse_json(raw)
-    if not isinstance(payload, dict):
+    payload = strict_json(request.scope["headers"], raw)
+    if payload is None:
         raise ValidationFailed("the body must be a JSON object", field="body")
+    if nesting_exceeds(payload, MAX_BODY_DEPTH):
+        raise ValidationFailed(f"request body is nested deeper than {MAX_BODY_DEPTH} levels",
+                               field="body")
+    target: Target | None = request.scope.get(TARGET_KEY)
+    named = named_in(entry, payload, target.query if target else {}, {})
+    scoped = await svc.rules.check_named(named, caller)
+    if entry.scoped and not scoped:
+        raise UserIdRequired(field="user_id")
+    if entry.claims and named.of(GROUP, CUBE):
+        # Sessions are claimed with the add's intent; groups and cubes here.
+        await svc.rules.claim(named.only(GROUP, CUBE), caller)
     return svc, caller, raw, payload
 
 
@@ -111,17 +128,17 @@ async def _forward(request: Request, svc: Services, caller: str, path: str, raw:
     return await svc.upstream.call("POST", path, headers, raw)
 
 
-async def _add(request: Request, dialect: Dialect, native: bool, path: str | None) -> Response:
+async def _add(request: Request, dialect: Dialect, native: bool, path: str | None,
+               entry: EngineRoute = OWN_ADD) -> Response:
     """One add: `native` bodies are the engine's own, else the gateway's EverOS-shaped ones."""
-    svc, caller, raw, payload = await _json_body(request)
+    svc, caller, raw, payload = await _json_body(request, entry)
     scope: AddScope
     items: list[AttachmentItem]
     if native:
-        await dialect.check(payload, caller, svc.rules)
         scope, items = dialect.add_scope(payload), dialect.attachments(payload)
     else:
-        await svc.rules.check_body(payload, caller)
         scope, items = everos_scope(payload), attachment_items(payload)
+    check_uris(items, caller, svc.settings.storage.root)
     add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
     # Validate and decode everything before any work is done (413 / 422, nothing written).
@@ -174,26 +191,31 @@ async def _undo(svc: Services, intent: Intent) -> None:
     await recovery.abandon(svc.db, svc.files, intent)
 
 
-async def _search(request: Request, dialect: Dialect, native: bool, path: str | None
-                  ) -> Response:
-    svc, caller, raw, payload = await _json_body(request)
-    if native:
-        await dialect.check(payload, caller, svc.rules)
-        outgoing = None
-    else:
-        await svc.rules.check_body(payload, caller)
-        outgoing = dialect.search_payload(payload, caller)
+async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,
+                  entry: EngineRoute = OWN_SEARCH) -> Response:
+    svc, caller, raw, payload = await _json_body(request, entry)
+    outgoing = None if native else dialect.search_payload(payload, caller)
     status, headers, body = await _forward(
         request, svc, caller, path or svc.settings.upstream.search_path, raw, outgoing
     )
     if not 200 <= status < 300:
         return relayed(status, headers, body)
-    app_id, project_id = _scope(payload, "app_id"), _scope(payload, "project_id")
+    try:
+        out, matched = await _answer(svc, caller, dialect, native, body, status, payload)
+    except (UnicodeEncodeError, TypeError) as exc:  # a lone surrogate cannot be encoded
+        raise UpstreamBadResponse(f"upstream search answer cannot be re-encoded: {exc}") from None
+    svc.metrics.attachments_matched(matched)
+    return Response(out, status_code=status, media_type="application/json")
+
+
+async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, body: bytes,
+                  status: int, payload: Mapping[str, Any]) -> tuple[bytes, int]:
+    """The answer's bytes with other users' sessions dropped and attachments added (SPEC §9)."""
     scanner = dialect.page_scan and svc.settings.server.native_search
     page = page_scan.scan(body, native) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
         foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
-        out, matched = scanned_answer(page, foreign, matchers, app_id, project_id)
+        out, matched = scanned_answer(page, foreign, matchers)
     else:
         try:
             answer = jsonio.loads(body)
@@ -203,12 +225,11 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
             ) from None
         items = dialect.find_items(answer)
         foreign, matchers = await svc.attachment_index.lookup(caller, session_ids(items))
-        out, matched = python_answer(answer, items, native, foreign, matchers, app_id, project_id)
-    svc.metrics.attachments_matched(matched)
-    return Response(out, status_code=status, media_type="application/json")
+        out, matched = python_answer(answer, items, native, foreign, matchers)
+    return out, matched
 
 
-class EngineRoute(Route):
+class EngineOwnedRoute(Route):
     """An engine's own path: its other methods are the engine's too, so they are proxied."""
 
     passes_other_methods = True
@@ -217,9 +238,10 @@ class EngineRoute(Route):
 def _native(route: NativeRoute) -> Any:
     handle = _add if route.kind == ADD else _search
     path = None if route.follows_config else route.path
+    entry = route.entry
 
     async def endpoint(request: Request) -> Response:
-        return await handle(request, route.dialect, True, path)
+        return await handle(request, route.dialect, True, path, entry)
 
     endpoint.__name__ = f"engine_{route.kind}"
     verb = "Add memories" if route.kind == ADD else "Search memories"
@@ -246,5 +268,7 @@ def memory_routes(flavor: Flavor) -> list[Route]:
     return [
         Route(ADD_PATH, add, methods=["POST"]),
         Route(SEARCH_PATH, search, methods=["POST"]),
-        *(EngineRoute(route.path, _native(route), methods=["POST"]) for route in flavor.native),
+        # Matched on the normalised path (no trailing slash); forwarded as the engine spells it.
+        *(EngineOwnedRoute(route.path.rstrip("/"), _native(route), methods=["POST"])
+          for route in flavor.native),
     ]

@@ -24,14 +24,27 @@ def session_ids(items: Sequence[FoundItem]) -> list[str]:
     return sorted({sid for item in items if (sid := item.session_id)})
 
 
+def is_foreign(session_id: str, app_id: str | None, project_id: str | None,
+               foreign_scopes: AbstractSet[Scope]) -> bool:
+    """Whether an item's session is another user's. An item that does not say its app or
+    project is foreign when its session is another user's in any of them: the request's own
+    `app_id`/`project_id` never fill the gap (a caller could name any)."""
+    if app_id and project_id:
+        return (app_id, project_id, session_id) in foreign_scopes
+    return any(sid == session_id and (not app_id or app == app_id)
+               and (not project_id or project == project_id)
+               for app, project, sid in foreign_scopes)
+
+
 def python_answer(
     answer: Any, items: list[FoundItem], native: bool, foreign_scopes: AbstractSet[Scope],
-    matchers: Mapping[str, SessionMatcher], app_id: str, project_id: str,
+    matchers: Mapping[str, SessionMatcher],
 ) -> tuple[bytes, int]:
     """The answer's bytes and the number of attachments attached; drops items in place."""
     foreign = [
         item for item in items
-        if item.session_id and (*item.scope(app_id, project_id), item.session_id) in foreign_scopes
+        if item.session_id and foreign_scopes
+        and is_foreign(item.session_id, *item.scope("", ""), foreign_scopes)
     ]
     if foreign:
         drop(items, foreign)
@@ -50,14 +63,13 @@ def python_answer(
 
 def scanned_answer(
     page: Any, foreign_scopes: AbstractSet[Scope], matchers: Mapping[str, SessionMatcher],
-    app_id: str, project_id: str,
 ) -> tuple[bytes, int]:
     """`python_answer`'s result for a page read by the C scanner."""
     dropped = None
     if foreign_scopes:
         dropped = {
             position for position, (session_id, app, project) in enumerate(page.scopes())
-            if session_id and (app or app_id, project or project_id, session_id) in foreign_scopes
+            if session_id and is_foreign(session_id, app, project, foreign_scopes)
         }
     native_matchers = {sid: m.native for sid, m in matchers.items() if m.native is not None}
     answer: tuple[bytes, int] = page.render(native_matchers, dropped)

@@ -108,6 +108,14 @@ async def _claim_session(
     return False
 
 
+async def claim_session(
+    db: Database, user_id: str, app_id: str, project_id: str, session_id: str
+) -> None:
+    """The caller owns the session from now on, unless another user does (403)."""
+    async with db.write() as tx:
+        await _claim_session(tx, user_id, app_id, project_id, session_id)
+
+
 # --- intents ----------------------------------------------------------------------------------
 
 

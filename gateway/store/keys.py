@@ -36,6 +36,12 @@ async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str) ->
         )
 
 
+async def user_exists(db: Database, user_id: str) -> bool:
+    """Whether any key (revoked or not) was ever made for this user id."""
+    row = await db.read_one("SELECT 1 FROM api_keys WHERE user_id = ? LIMIT 1", (user_id,))
+    return row is not None
+
+
 async def list_keys(db: Database, user_id: str | None = None) -> list[ApiKey]:
     if user_id is None:
         rows = await db.read("SELECT * FROM api_keys ORDER BY created_at_ms, id")

@@ -1,22 +1,33 @@
-"""Transparent pass-through of every request the gateway does not own (SPEC §5).
+"""The pass-through of the engine routes the flavour's table lists, and nothing else (SPEC §5).
 
 Raw ASGI on purpose: this is the hot path, and Starlette's Request/StreamingResponse machinery
-cost more than the whole forward (docs/decisions.md). Small bodies are buffered; large or
-unknown-length media bodies stream both ways; bodies reach the client byte for byte.
+cost more than the whole forward (docs/decisions.md). Request bodies are read whole (up to
+`limits.max_body_bytes`) and checked; answers are buffered when small, else streamed, and reach
+the client byte for byte.
 """
 
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qsl, quote
+from collections.abc import Awaitable, Callable
+from functools import lru_cache
+from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.asgi import declared_length, read_body, stream_body
+from gateway.asgi import read_body
+from gateway.attachments.add_body import attachment_items
+from gateway.attachments.uris import check_uris
 from gateway.config import Settings
-from gateway.errors import ValidationFailed
+from gateway.errors import NotFound, RouteNotFound, UserIdRequired
 from gateway.identity.ownership import OwnershipRules
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
+from gateway.upstream.json_body import strict_json
+from gateway.upstream.routes import EngineRoute, Named, RouteTable, named_in
+from gateway.upstream.target import Target
+
+TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
+Claim = Callable[[Named, str], Awaitable[None]]
 
 HOP_BY_HOP = frozenset(
     {
@@ -48,17 +59,27 @@ def _connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
     return named
 
 
+@lru_cache(maxsize=8)
+def _replaced_names(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes]:
+    """Header names never taken from the client: ours, in every spelling (case, `_` for `-`)."""
+    names = {user_header, *configured, "authorization", "x-api-key"}
+    return frozenset(name.lower().replace("_", "-").encode() for name in names)
+
+
 def upstream_headers(
     scope: Scope, settings: Settings, user_id: str, request_id: str
 ) -> list[tuple[str, str]]:
-    """The client's headers minus hop-by-hop and Authorization, plus ours (SPEC §5)."""
+    """The client's headers minus hop-by-hop, credentials and ours, plus ours (SPEC §5)."""
     raw: list[tuple[bytes, bytes]] = scope["headers"]
     named = _connection_named(raw) if any(k == b"connection" for k, _ in raw) else ()
-    user_header = settings.upstream.user_header.lower().encode()
+    replaced = _replaced_names(settings.upstream.user_header,
+                               tuple(settings.upstream.headers))
     out: list[tuple[str, str]] = []
     host = ""
     for key, value in raw:
-        if key in _NOT_FORWARDED or key == user_header or key in named:
+        if b"_" in key:
+            key = key.replace(b"_", b"-")  # WSGI engines read `X_User` as `X-User`
+        if key in _NOT_FORWARDED or key in replaced or key in named:
             if key == b"host":
                 host = value.decode("latin-1")
             continue
@@ -81,13 +102,16 @@ def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, by
     return [(k.lower(), v) for k, v in headers if k.lower() not in dropped]
 
 
-def upstream_target(scope: Scope, path: str | None = None) -> str:
-    """The request's path and query; the client sends it to its configured origin only."""
-    if path is None:
-        raw_path = scope.get("raw_path")
-        path = raw_path.decode("latin-1") if raw_path else quote(scope["path"])
-    query = scope.get("query_string", b"")
-    return f"{path}?{query.decode('latin-1')}" if query else path
+def upstream_target(path: str, query: str = "") -> str:
+    """The origin-form target sent upstream: a normalised, percent-encoded path plus the query.
+
+    The path comes from a route table entry (gateway/upstream/routes.py), never from the raw
+    request target; the client sends it to its configured origin only (gateway/upstream/origin.py),
+    so nothing a client writes can name another host or userinfo.
+    """
+    if not path.startswith("/") or "@" in path or "?" in path or "#" in path:
+        raise ValueError(f"not a normalised path: {path!r}")
+    return f"{path}?{query}" if query else path
 
 
 async def relay_response(
@@ -108,37 +132,68 @@ async def relay_response(
     await send({"type": "http.response.body", "body": b""})
 
 
-def _streams(scope: Scope, buffer_limit: int) -> bool:
-    content_type = b""
-    for key, value in scope["headers"]:
-        if key == b"content-type":
-            content_type = value.lower()
-    if not content_type.startswith(_STREAMED_TYPES):
-        return False
-    length = declared_length(scope)
-    return length is None or length > buffer_limit
-
-
 class Proxy:
-    def __init__(self, settings: Settings, upstream: UpstreamClient, rules: OwnershipRules):
+    """Forwards what the flavour's route table lists, after the identity policy (SPEC §5)."""
+
+    def __init__(self, settings: Settings, upstream: UpstreamClient, rules: OwnershipRules,
+                 table: RouteTable, claim: Claim | None = None):
         self.settings = settings
         self.upstream = upstream
         self.rules = rules
+        self.table = table
+        self.claim = claim
 
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, user_id: str, request_id: str
     ) -> None:
-        await self.check_query(scope, user_id)
-        body: Body
-        limits = self.settings.limits
-        if _streams(scope, limits.proxy_buffer_bytes):
-            body = stream_body(receive)
-        else:
-            body = await read_body(scope, receive, limits.max_body_bytes)
-            await self.check_json(body, user_id)
-            if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
-                body = None
-        await self.forward(scope, send, user_id, request_id, body)
+        target: Target = scope[TARGET_KEY]
+        found = self.table.find(scope["method"], target.segments)
+        if found is None:
+            raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
+        route, params = found
+        body: bytes | None = await read_body(scope, receive, self.settings.limits.max_body_bytes)
+        payload = strict_json(scope["headers"], body) if body else None
+        await self.check(route, payload, target, params, user_id)
+        if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            body = None
+        if route.owner_probe is not None:
+            await self.probe_owner(route.owner_probe, params, scope, user_id, request_id)
+        path = route.render(params)
+        await self.forward(scope, send, user_id, request_id, body, path,
+                           target.upstream_query())
+
+    async def check(self, route: EngineRoute, payload: Any, target: Target,
+                    params: dict[str, str], user_id: str) -> None:
+        """The one identity policy, on every id the request names (403 / 422, nothing sent)."""
+        named = named_in(route, payload, target.query, params)
+        scoped = await self.rules.check_named(named, user_id)
+        if route.scoped and not scoped:
+            raise UserIdRequired(field="user_id")
+        if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
+            check_uris(attachment_items(payload), user_id, self.settings.storage.root)
+        if route.claims and self.claim is not None:
+            await self.claim(named, user_id)
+
+    async def probe_owner(self, probe: str, params: dict[str, str], scope: Scope,
+                          user_id: str, request_id: str) -> None:
+        """Read the addressed item first: another user's (or no one's) is a 404."""
+        path = EngineRoute("GET", probe).render(params)
+        headers = [(k, v) for k, v in upstream_headers(scope, self.settings, user_id, request_id)
+                   if k.lower() not in ("content-length", "content-type")]
+        status, _, answer = await self.upstream.call("GET", path, headers, None)
+        owner: Any = None
+        if 200 <= status < 300:
+            try:
+                item = json.loads(answer)
+            except ValueError:
+                item = None
+            if isinstance(item, dict):
+                owner = item.get("user_id")
+                metadata = item.get("metadata")
+                if owner is None and isinstance(metadata, dict):
+                    owner = metadata.get("user_id")
+        if owner != user_id:
+            raise NotFound("no such memory")
 
     async def forward(
         self,
@@ -147,32 +202,13 @@ class Proxy:
         user_id: str,
         request_id: str,
         body: Body,
-        path: str | None = None,
+        path: str,
+        query: str = "",
     ) -> None:
         headers = upstream_headers(scope, self.settings, user_id, request_id)
-        target = upstream_target(scope, path)
+        target = upstream_target(path, query)
         response = await self.upstream.send(scope["method"], target, headers, body)
         try:
             await relay_response(response, scope, send, self.settings.limits.proxy_buffer_bytes)
         finally:
             await response.release()
-
-    async def check_query(self, scope: Scope, user_id: str) -> None:
-        query: bytes = scope.get("query_string", b"")
-        if b"_id" not in query:  # user_id, agent_id, session_id, run_id (mem0): all end so
-            return
-        params = dict(parse_qsl(query.decode("latin-1")))
-        await self.rules.check_body(params, user_id)
-
-    async def check_json(self, body: bytes, user_id: str) -> None:
-        stripped = body.lstrip()
-        if not stripped.startswith(b"{"):
-            return
-        try:
-            payload = json.loads(body)
-        except RecursionError:
-            # Too deep to parse, so its ids cannot be checked: it does not go upstream.
-            raise ValidationFailed("request body is nested too deeply", field="body") from None
-        except ValueError:
-            return  # not JSON after all: the engine answers for it
-        await self.rules.check_body(payload, user_id)

@@ -1,10 +1,10 @@
 """Real engine clients against a real gateway process (flavour set), a fake engine behind it.
 
 The `everos-cloud` SDK (1.x, the Cloud's v2 API) only has its base URL changed: it adds a message
-with an image and searches, and gets the gateway's attachments on what it parses. mem0's
-`MemoryClient` is not here: it calls the hosted platform's `/v3/memories/...` paths, not the
-open-source server's `/memories` and `/search` (docs/engines.md). The same SDK also drives the
-default `everos` flavour with the built-in dev engine behind the gateway, filters included.
+with an image and searches, and gets the gateway's attachments on what it parses. The other
+clients (evermemos 0.3, everos-cloud 0.4.x, mem0's `MemoryClient`) are in
+tests/e2e/test_clients_more.py. The same SDK also drives the default `everos` flavour with the
+built-in dev engine behind the gateway, filters included.
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ def test_unreachable_upstream_gives_502_and_not_ready(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with gateway(tmp_path, dead) as gw:
         headers = {"Authorization": f"Bearer {gw.key('alice')}"}
-        response = httpx.post(gw.url + "/api/v2/memory/get", json={}, headers=headers)
+        response = httpx.post(gw.url + "/api/v2/memory/get", json={"user_id": "alice"},
+                               headers=headers)
         assert response.status_code == 502
         assert response.json()["error"]["code"] == "upstream_unavailable"
         assert httpx.get(gw.url + "/readyz").status_code == 503

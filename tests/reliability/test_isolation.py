@@ -154,7 +154,10 @@ PROBES: list[Probe] = [
 PROXY_PROBES: list[Probe] = [
     p("POST", "/api/v2/memory/get", 403, search_as("alice"), FORBIDDEN),
     p("POST", "/api/v2/memory/flush", 403, lambda ids: {"session_id": "alice-session"}, OWNED),
-    p("GET", "/api/v2/memory/get", 403, code=FORBIDDEN, path="/api/v2/memory/get?user_id=alice"),
+    p("POST", "/api/v2/memory/get", 403, search_as("alice"), FORBIDDEN,
+      path="/api/v2/memory/get?user_id=alice"),
+    p("GET", "/api/v2/memory/get", 404, code="route_not_found",
+      path="/api/v2/memory/get?user_id=alice"),
 ]
 
 

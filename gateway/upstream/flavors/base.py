@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from gateway.attachments.add_body import (
@@ -22,9 +23,9 @@ from gateway.attachments.add_body import (
     engine_type,
 )
 from gateway.config import FLAVOR_PATHS, UpstreamSettings
-from gateway.identity.ownership import OwnershipRules
 from gateway.ids import now_ms
 from gateway.search.items import FoundItem
+from gateway.upstream.routes import EngineRoute, RouteTable
 
 ADD = "add"
 SEARCH = "search"
@@ -122,10 +123,6 @@ class Dialect(ABC):
     def attachments(self, body: Mapping[str, Any]) -> list[AttachmentItem]:
         return attachment_items(body)
 
-    async def check(self, body: Mapping[str, Any], caller: str, rules: OwnershipRules) -> None:
-        """SPEC §3 on a native add or search body: 403 before anything is forwarded."""
-        await rules.check_body(body, caller)
-
     def with_file_names(self, body: Mapping[str, Any], items: list[AttachmentItem]
                         ) -> dict[str, Any]:
         return name_files(body, items)
@@ -160,6 +157,15 @@ class NativeRoute:
     kind: str  # ADD | SEARCH
     dialect: Dialect
     follows_config: bool  # forwarded to upstream.add_path/search_path, else to `path` itself
+    # The answer can hold many users' items and is not filtered by session alone (the engine
+    # scopes by user, not by the gateway's sessions): the body must name the caller.
+    scoped: bool = False
+
+    @property
+    def entry(self) -> EngineRoute:
+        """This route as a table entry: the identity policy and docs/engines.md read it."""
+        return EngineRoute("POST", self.path, scoped=self.scoped, claims=self.kind == ADD,
+                           handled=self.kind, note=f"{self.dialect.name} API")
 
 
 @dataclass(frozen=True)
@@ -167,9 +173,16 @@ class Flavor:
     name: str
     dialect: Dialect  # what `/memories/add|search` and resource ingestion speak
     native: tuple[NativeRoute, ...]
+    # Every other engine route the gateway forwards (SPEC §5); anything else is refused.
+    table: tuple[EngineRoute, ...] = ()
     # The engine reads `file://` URIs from the gateway's disk (a local engine): uploads are
     # ingested with their file item; other engines get the file's name in text only.
     reads_local_files: bool = False
+
+    @cached_property
+    def routes(self) -> RouteTable:
+        """The intercepted routes first, then the pass-through table."""
+        return RouteTable((*(route.entry for route in self.native), *self.table))
 
     @property
     def session_keys(self) -> tuple[str, ...]:

@@ -29,7 +29,8 @@ from gateway.upstream.flavors.base import (
     string,
     top_k,
 )
-from gateway.upstream.flavors.everos import EverosV2
+from gateway.upstream.flavors.everos import EVERMEMOS_V0, HEALTH, EverosV2, everos_v2_routes
+from gateway.upstream.routes import GROUP, USER, EngineRoute, fields
 
 V1_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("episodes",), "episode"),
@@ -111,6 +112,34 @@ CLOUD_V2 = CloudV2()
 CLOUD_V1 = CloudV1()
 
 
+# The Cloud's v1 API past add and search (everos-cloud 0.4.x). Its settings are engine-wide
+# administration and stay closed.
+CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("POST", "/api/v1/memories/flush", note="one user's session"),
+    EngineRoute("POST", "/api/v1/memories/agent/flush", note="one user's agent session"),
+    EngineRoute("POST", "/api/v1/memories/get", scoped=True, note="pages by filters"),
+    EngineRoute("POST", "/api/v1/memories/delete", scoped=True, note="delete by filters"),
+    EngineRoute("POST", "/api/v1/memories/group", claims=True,
+                note="add to a group; user messages' sender_id = caller, group_id claimed"),
+    EngineRoute("POST", "/api/v1/memories/group/flush", note="one group"),
+    EngineRoute("POST", "/api/v1/groups", claims=True, note="create a group: claimed"),
+    EngineRoute("GET", "/api/v1/groups/{group_id}", fields(GROUP, "path.group_id")),
+    EngineRoute("PATCH", "/api/v1/groups/{group_id}", fields(GROUP, "path.group_id")),
+    EngineRoute("POST", "/api/v1/senders", note="sender_id = caller"),
+    EngineRoute("GET", "/api/v1/senders/{sender_id}", fields(USER, "path.sender_id")),
+    EngineRoute("PATCH", "/api/v1/senders/{sender_id}", fields(USER, "path.sender_id")),
+    EngineRoute("POST", "/api/v1/object/sign", note="presigned upload; names no one"),
+    EngineRoute("GET", "/api/v1/tasks/{task_id}", note="an async add's status by task id"),
+)
+CLOUD_TABLE: tuple[EngineRoute, ...] = (
+    *everos_v2_routes("v2"),
+    EngineRoute("POST", "/api/v2/object/sign", note="presigned upload; names no one"),
+    *CLOUD_V1_ROUTES,
+    *EVERMEMOS_V0,
+    HEALTH,
+)
+
+
 def _flavor(name: str, primary: Dialect) -> Flavor:
     return Flavor(
         name=name,
@@ -122,8 +151,9 @@ def _flavor(name: str, primary: Dialect) -> Flavor:
             NativeRoute("/api/v1/memories", ADD, CLOUD_V1, follows_config=primary is CLOUD_V1),
             NativeRoute("/api/v1/memories/agent", ADD, CLOUD_V1, follows_config=False),
             NativeRoute("/api/v1/memories/search", SEARCH, CLOUD_V1,
-                        follows_config=primary is CLOUD_V1),
+                        follows_config=primary is CLOUD_V1, scoped=True),
         ),
+        table=CLOUD_TABLE,
     )
 
 

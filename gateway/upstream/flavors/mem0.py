@@ -27,6 +27,7 @@ from gateway.upstream.flavors.base import (
     string,
     top_k,
 )
+from gateway.upstream.routes import USER, EngineRoute, fields
 
 NAMES_KEY = "attachment_names"
 
@@ -124,11 +125,48 @@ def _type(item: Any) -> str:
 
 MEM0 = Mem0()
 
+
+def _by_id(method: str, pattern: str, probe: str, note: str) -> EngineRoute:
+    return EngineRoute(method, pattern, owner_probe=probe, note=note)
+
+
+# mem0's open-source server (`/memories`, `/search`; `/configure` and `/reset` are engine-wide
+# administration and stay closed) and its platform API (`MemoryClient`: `/v1`..`/v3` paths,
+# trailing slashes kept). A memory id says nothing of its owner: routes by id first read the
+# memory and go on only when its `user_id` is the caller.
+OSS_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("GET", "/memories", scoped=True, note="list; user_id, agent_id or run_id"),
+    EngineRoute("DELETE", "/memories", scoped=True, note="delete all of one scope"),
+    _by_id("GET", "/memories/{memory_id}", "/memories/{memory_id}", "one memory"),
+    _by_id("PUT", "/memories/{memory_id}", "/memories/{memory_id}", "edit one memory"),
+    _by_id("DELETE", "/memories/{memory_id}", "/memories/{memory_id}", "delete one memory"),
+    _by_id("GET", "/memories/{memory_id}/history", "/memories/{memory_id}", "its history"),
+)
+PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("GET", "/v1/ping/", note="MemoryClient's key check; names no one"),
+    EngineRoute("POST", "/v3/memories/", scoped=True, note="get_all by filters"),
+    _by_id("GET", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", "one memory"),
+    _by_id("PUT", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", "edit one memory"),
+    _by_id("DELETE", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
+           "delete one memory"),
+    _by_id("GET", "/v1/memories/{memory_id}/history/", "/v1/memories/{memory_id}/",
+           "its history"),
+    EngineRoute("DELETE", "/v1/memories/", scoped=True, note="delete_all by entity"),
+    EngineRoute("GET", "/v2/entities/user/{user_id}/profile/", fields(USER, "path.user_id"),
+                note="one user's profile"),
+    EngineRoute("POST", "/v1/exports/", scoped=True, note="export by filters"),
+    EngineRoute("POST", "/v1/exports/get/", scoped=True, note="fetch an export by filters"),
+    EngineRoute("POST", "/v1/summary/", scoped=True, note="summary by filters"),
+)
+
 FLAVOR = Flavor(
     name="mem0",
     dialect=MEM0,
     native=(
         NativeRoute("/memories", ADD, MEM0, follows_config=True),
-        NativeRoute("/search", SEARCH, MEM0, follows_config=True),
+        NativeRoute("/search", SEARCH, MEM0, follows_config=True, scoped=True),
+        NativeRoute("/v3/memories/add/", ADD, MEM0, follows_config=False),
+        NativeRoute("/v3/memories/search/", SEARCH, MEM0, follows_config=False, scoped=True),
     ),
+    table=(*OSS_ROUTES, *PLATFORM_ROUTES),
 )

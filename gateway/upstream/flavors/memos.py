@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.attachments.add_body import WHOLE_CONTENT, WHOLE_MESSAGE, AttachmentItem
-from gateway.errors import Forbidden, UpstreamBadResponse
-from gateway.identity.ownership import OwnershipRules
+from gateway.errors import UpstreamBadResponse
 from gateway.search.items import FoundItem
 from gateway.upstream.flavors.base import (
     ADD,
@@ -32,6 +31,7 @@ from gateway.upstream.flavors.base import (
     text_part,
     top_k,
 )
+from gateway.upstream.routes import USER, EngineRoute, fields
 
 CUBE_KEYS = ("mem_cube_id", "readable_cube_ids", "writable_cube_ids")
 MEMORY_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem")
@@ -62,14 +62,6 @@ def _chat_time(timestamp: Any) -> str | None:
 class MemOS(Dialect):
     name = "memos"
     names_files = True
-
-    async def check(self, body: Mapping[str, Any], caller: str, rules: OwnershipRules) -> None:
-        await rules.check_body(body, caller)
-        for key in CUBE_KEYS:
-            value = body.get(key)
-            named = value if isinstance(value, list) else [value]
-            if any(cube is not None and cube != caller for cube in named):
-                raise Forbidden(f"{key}: only your own cube ({caller}) can be named", field=key)
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:
@@ -143,11 +135,23 @@ class MemOS(Dialect):
 
 MEMOS = MemOS()
 
+# MemOS's server API past add and search. User registration, `/product/configure`, the
+# scheduler and `/admin/*` are engine-wide administration and stay closed.
+MEMOS_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("POST", "/product/get_all", scoped=True, note="a user's memories in a cube"),
+    EngineRoute("POST", "/product/delete_memory", scoped=True, note="delete in owned cubes"),
+    EngineRoute("POST", "/product/chat/complete", fields(USER, "body.user_id"), scoped=True,
+                note="chat over a user's memories"),
+    EngineRoute("POST", "/product/chat", fields(USER, "body.user_id"), scoped=True,
+                note="streamed chat over a user's memories"),
+)
+
 FLAVOR = Flavor(
     name="memos",
     dialect=MEMOS,
     native=(
         NativeRoute("/product/add", ADD, MEMOS, follows_config=True),
-        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True),
+        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True, scoped=True),
     ),
+    table=MEMOS_ROUTES,
 )

@@ -1,0 +1,70 @@
+"""A recording fake engine and in-process gateways for the security tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.app import Gateway, create_app
+from gateway.config import Settings
+from tests.conftest import create_key
+
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+def _default_answer(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json={"user_id": "bob", "results": [], "data": {}})
+
+
+@dataclass
+class RecordingEngine:
+    """Answers every request (by `answer`), keeping what it was sent."""
+
+    answer: Answer = _default_answer
+    requests: list[httpx.Request] = field(default_factory=list)
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        self.requests.append(request)
+        return self.answer(request)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def seen(self) -> list[bytes]:
+        """Each request as the bytes an engine reads: target, headers, body."""
+        return [b"\n".join([str(r.url).encode(), *(k + b": " + v for k, v in r.headers.raw),
+                            r.content]) for r in self.requests]
+
+
+def settings_for(tmp: Path, **upstream: Any) -> Settings:
+    return Settings().with_values(
+        upstream={"base_url": "http://engine.test", **upstream},
+        storage={"root": str(tmp / "storage"), "database": str(tmp / "gw.db")},
+    )
+
+
+@asynccontextmanager
+async def gateway_with(settings: Settings, engine: RecordingEngine) -> AsyncIterator[Gateway]:
+    app = create_app(settings, upstream_transport=engine.transport())
+    async with app.running():
+        yield app
+
+
+def client(app: Gateway, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app, client=("203.0.113.9", 1)),
+                             base_url="http://gateway.test", headers=headers or {})
+
+
+def keyed(app: Gateway, settings: Settings, user: str) -> httpx.AsyncClient:
+    return client(app, {"Authorization": f"Bearer {create_key(settings, user)}"})
+
+
+def body_of(request: httpx.Request) -> Any:
+    return json.loads(request.content) if request.content else None
