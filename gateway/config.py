@@ -49,7 +49,9 @@ class UpstreamSettings:
     timeout_s: float = _setting(60.0, "upstream read/write timeout in seconds")
     connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
     user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
-    headers: dict = _setting({}, "extra headers sent upstream, e.g. the engine's own API key")
+    headers: dict[str, Any] = _setting(
+        {}, "extra headers sent upstream, e.g. the engine's own API key"
+    )
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
     flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path; empty = none")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import NotFound
-from gateway.identity.ownership import AgentCheck
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Transaction
@@ -128,8 +128,9 @@ async def delete(db: Database, user_id: str, agent_id: str) -> None:
         )
 
 
-def owns_agent(db: Database) -> AgentCheck:
-    """The proxy's "is this one of the caller's agents" check (SPEC §3)."""
+def owns_agent(db: Database) -> Callable[[str, str], Awaitable[bool]]:
+    """The proxy's "is this one of the caller's agents" check (SPEC §3): identity's
+    `AgentCheck`, spelt out so the store imports nothing from the floors above it."""
 
     async def check(user_id: str, agent_id: str) -> bool:
         row = await db.read_one(

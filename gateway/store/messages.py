@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.errors import IdempotencyConflict, ValidationFailed
 from gateway.ids import new_id, now_ms
-from gateway.search.matching import normalise_label
+from gateway.labels import normalise_label
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
