@@ -4,7 +4,7 @@ idempotent posting (SPEC §10).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 from starlette.requests import Request
@@ -40,34 +40,9 @@ CONTENT_MAX = 100_000
 TITLE_MAX = 100
 
 
-class AttachmentOut(CamelModel):
-    source: str
-    reference_id: str
-    label: str
-
-
-class MessageOut(CamelModel):
-    id: str
-    conversation_id: str
-    client_message_id: str
-    role: str
-    content: str
-    status: str
-    attachments: list[AttachmentOut]
-    metadata: dict[str, Any]
-    created_at_ms: int
-
-
-class ConversationOut(CamelModel):
-    id: str
-    agent_id: str
-    is_default: bool
-    title: str
-    summary: str | None
-    message_count: int
-    last_message_at_ms: int | None
-    created_at_ms: int
-    updated_at_ms: int
+# The stored records are the answers (gateway/store/records.py).
+MessageOut = messages.Message
+ConversationOut = conversations.Conversation
 
 
 class ConversationList(CamelModel):
@@ -75,6 +50,7 @@ class ConversationList(CamelModel):
     next_cursor: str | None
 
 
+# The default conversation opened with its first page: a view across three records, not a row.
 class DefaultConversationOut(CamelModel):
     conversation_id: str
     agent_id: str
@@ -122,10 +98,6 @@ class MessageIn(CamelRequest):
     metadata: JsonObject = Field(default_factory=dict)
 
 
-def _page(found: list[messages.Message]) -> list[MessageOut]:
-    return [MessageOut.model_validate(message) for message in found]
-
-
 @api(summary="The default conversation with an agent (created on first use), newest page",
      query=HistoryQuery, response=DefaultConversationOut, tag="conversations")
 async def default_conversation(request: Request) -> Response:
@@ -142,7 +114,7 @@ async def default_conversation(request: Request) -> Response:
         summary=conversation.summary,
         message_count=conversation.message_count,
         opening_message=agent.opening_message,
-        messages=_page(found),
+        messages=found,
         next_cursor=next_cursor,
     ))
 
@@ -156,7 +128,7 @@ async def list_conversations(request: Request) -> Response:
         cursor_param(query.cursor, "cursor"),
     )
     return json_response(ConversationList(
-        conversations=[ConversationOut.model_validate(c) for c in found], next_cursor=next_cursor
+        conversations=list(found), next_cursor=next_cursor
     ))
 
 
@@ -170,7 +142,7 @@ async def create_conversation(request: Request) -> Response:
         services(request).db, user_id(request), request.path_params["agent_id"],
         body.title.strip() if body.title else None,
     )
-    return json_response(ConversationOut.model_validate(conversation), 201)
+    return json_response(conversation, 201)
 
 
 @api(summary="Read a conversation", response=ConversationOut, tag="conversations")
@@ -178,7 +150,7 @@ async def get_conversation(request: Request) -> Response:
     conversation = await conversations.get(
         services(request).db, user_id(request), request.path_params["conversation_id"]
     )
-    return json_response(ConversationOut.model_validate(conversation))
+    return json_response(conversation)
 
 
 @api(summary="Delete a conversation (soft: it vanishes from lists and reads)", status=204,
@@ -198,7 +170,7 @@ async def list_messages(request: Request) -> Response:
     db, caller = services(request).db, user_id(request)
     conversation = await conversations.get(db, caller, request.path_params["conversation_id"])
     found, next_cursor = await messages.page(db, caller, conversation.id, query.limit, before)
-    return json_response(MessagePage(messages=_page(found), next_cursor=next_cursor))
+    return json_response(MessagePage(messages=found, next_cursor=next_cursor))
 
 
 def _checked(body: MessageIn) -> messages.NewMessage:
@@ -230,8 +202,8 @@ async def post_message(request: Request) -> Response:
         summariser.schedule(svc, caller, appended.conversation.id,
                             appended.conversation.message_count)
     posted = MessagePosted(
-        conversation=ConversationOut.model_validate(appended.conversation),
-        message=MessageOut.model_validate(appended.message),
+        conversation=appended.conversation,
+        message=appended.message,
     )
     return json_response(posted, 201 if appended.created else 200)
 

@@ -60,6 +60,8 @@ class SearchRequest(BaseModel):
     filters: dict[str, Any] | None = None
 
 
+# These document the answer the search path writes straight to bytes (gateway/search/items.py's
+# `result`, or the C page scanner): no model is built per request, for speed.
 class Attachment(BaseModel):
     type: str
     name: str

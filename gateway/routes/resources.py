@@ -28,6 +28,7 @@ from gateway.upstream.flavors import AddScope, flavor_for
 MAX_SCOPE_CHARS = 128
 
 
+# Not the Resource row: the API shows a resource:// URI and an ISO time, never the file's path.
 class ResourceOut(BaseModel):
     id: str
     uri: str

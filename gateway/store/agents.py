@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import Field
 
 from gateway.errors import NotFound
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Transaction
+from gateway.store.records import Record
 
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(Record):
     id: str
     name: str
     profile: dict[str, Any]
@@ -25,7 +26,7 @@ class Agent:
     created_at_ms: int
     updated_at_ms: int
     last_message_at_ms: int | None
-    activity_at_ms: int
+    activity_at_ms: int = Field(exclude=True)  # the list's sort key, not shown
 
 
 def _agent(row: sqlite3.Row) -> Agent:

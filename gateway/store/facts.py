@@ -18,10 +18,13 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Transaction
+from gateway.store.records import Record
 
 OBSERVATIONS_TO_ACTIVATE = 3
 DEFAULT_CONFIDENCE = {"inferred": 50, "manual": 100, "imported": 100}
@@ -60,8 +63,7 @@ _ACTIVE_SQL = (
 )
 
 
-@dataclass(frozen=True)
-class Fact:
+class Fact(Record):
     id: str
     scope: str
     fact_type: str
@@ -74,11 +76,12 @@ class Fact:
     pinned: bool
     explicit: bool
     observations: int
-    expires_at_ms: int | None
-    last_confirmed_at_ms: int | None
+    active: bool
+    # The API names these two instants without the unit (SPEC §11); they are epoch ms too.
+    expires_at_ms: int | None = Field(serialization_alias="expiresAt")
+    last_confirmed_at_ms: int | None = Field(serialization_alias="lastConfirmedAt")
     created_at_ms: int
     updated_at_ms: int
-    active: bool
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Transaction
+from gateway.store.records import Record
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,7 @@ class AttachmentRef:
     label: str | None
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(Record):
     source: str
     reference_id: str
     label: str
@@ -49,8 +49,7 @@ class NewMessage:
     metadata: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Record):
     id: str
     conversation_id: str
     client_message_id: str
@@ -77,7 +76,10 @@ def _message(row: sqlite3.Row) -> Message:
         role=row["role"],
         content=row["content"],
         status=row["status"],
-        attachments=[Attachment(*item) for item in json.loads(row["attachments"])],
+        attachments=[
+            Attachment(source=source, reference_id=reference_id, label=label)
+            for source, reference_id, label in json.loads(row["attachments"])
+        ],
         metadata=json.loads(row["metadata"]),
         created_at_ms=row["created_at_ms"],
     )
@@ -116,7 +118,7 @@ async def _resolve_attachments(
             field = f"attachments.{index}.referenceId"
             raise ValidationFailed(f"{field}: no {ref.source} of yours has this id", field=field)
         label = normalise_label(ref.label, names[key], ref.reference_id)
-        resolved.append(Attachment(ref.source, ref.reference_id, label))
+        resolved.append(Attachment(source=ref.source, reference_id=ref.reference_id, label=label))
     return resolved
 
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gateway.ids import new_id, now_ms
 from gateway.store import working_state
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database
+from gateway.store.records import Record
 from gateway.store.working_state import ChatWorkingState
 
 
-@dataclass(frozen=True)
-class Audit:
+class Audit(Record):
     """What one resolution saw and decided."""
 
     raw_text: str
@@ -33,11 +32,15 @@ class Audit:
     reasoning: str
 
 
-@dataclass(frozen=True)
-class Resolution:
+class _Key(Record):
     id: str
     chat_id: str
-    audit: Audit
+
+
+class Resolution(Audit, _Key):
+    """A stored audit, also the API's answer: id and chat, the audit, then the time (pydantic
+    lists the fields of the last base first, hence the order of the bases)."""
+
     created_at_ms: int
 
 
@@ -53,7 +56,9 @@ def _resolution(row: sqlite3.Row) -> Resolution:
         needs_clarification=bool(row["needs_clarification"]),
         reasoning=row["reasoning"],
     )
-    return Resolution(row["id"], row["chat_id"], audit, row["created_at_ms"])
+    return Resolution(
+        id=row["id"], chat_id=row["chat_id"], created_at_ms=row["created_at_ms"], **dict(audit)
+    )
 
 
 async def record(
@@ -68,7 +73,9 @@ async def record(
     The stored state is read inside the write transaction, so concurrent turns of one chat
     each count once.
     """
-    resolution = Resolution(new_id("rsl"), chat_id, audit, now_ms())
+    resolution = Resolution(
+        id=new_id("rsl"), chat_id=chat_id, created_at_ms=now_ms(), **dict(audit)
+    )
     async with db.write() as tx:
         await tx.execute(
             "INSERT INTO message_target_resolutions (id, user_id, chat_id, raw_text,"

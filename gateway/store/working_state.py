@@ -5,29 +5,31 @@ A chat id is the client's own string, scoped by user. A chat with no row reads a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import Field
 
 from gateway.ids import new_id, now_ms
 from gateway.store.assets import require_owned
 from gateway.store.database import Database, Transaction
+from gateway.store.records import Record
 
 
-@dataclass(frozen=True)
-class ChatWorkingState:
+class ChatWorkingState(Record):
     current_focus_asset_id: str | None = None
-    selected_asset_ids: list[str] = field(default_factory=list)
-    last_uploaded_asset_ids: list[str] = field(default_factory=list)
-    last_generated_asset_ids: list[str] = field(default_factory=list)
-    last_referenced_asset_ids: list[str] = field(default_factory=list)
-    last_resolved_asset_ids: list[str] = field(default_factory=list)
-    active_canvas_node_ids: list[str] = field(default_factory=list)
-    last_canvas_snapshot: Any = None
+    selected_asset_ids: list[str] = []
+    last_uploaded_asset_ids: list[str] = []
+    last_generated_asset_ids: list[str] = []
+    last_referenced_asset_ids: list[str] = []
+    last_resolved_asset_ids: list[str] = []
+    active_canvas_node_ids: list[str] = []
+    last_canvas_snapshot: list[dict[str, Any]] | None = None
     turn_count: int = 0
-    updated_at_ms: int | None = None  # None: nothing stored yet
+    updated_at_ms: int | None = Field(
+        default=None, description="null until the chat has a stored state"
+    )
 
     def asset_ids(self) -> list[str]:
         """Every asset id the state names, focus first."""
@@ -43,8 +45,7 @@ class ChatWorkingState:
         return list(dict.fromkeys(ids))
 
 
-@dataclass(frozen=True)
-class TurnResult:
+class TurnResult(Record):
     id: str
     chat_id: str
     asset_ids: list[str]
@@ -70,7 +71,10 @@ def _state(row: sqlite3.Row | None) -> ChatWorkingState:
 
 
 def _result(row: sqlite3.Row) -> TurnResult:
-    return TurnResult(row["id"], row["chat_id"], json.loads(row["asset_ids"]), row["created_at_ms"])
+    return TurnResult(
+        id=row["id"], chat_id=row["chat_id"], asset_ids=json.loads(row["asset_ids"]),
+        created_at_ms=row["created_at_ms"],
+    )
 
 
 _SELECT_STATE = "SELECT * FROM conversation_working_state WHERE user_id = ? AND chat_id = ?"
@@ -131,7 +135,7 @@ async def replace(
     async with db.write() as tx:
         current = await get(tx, user_id, chat_id)
         return await write_state(
-            tx, user_id, chat_id, dataclasses.replace(state, turn_count=current.turn_count)
+            tx, user_id, chat_id, state.model_copy(update={"turn_count": current.turn_count})
         )
 
 
@@ -141,7 +145,7 @@ async def record_result(
     """A turn's result assets: a `chat_turn_results` row, and they become the last generated
     assets and (the first of them) the focus. Raises UnknownAssets for ids not the user's."""
     ids = list(dict.fromkeys(asset_ids))
-    result = TurnResult(new_id("trn"), chat_id, ids, now_ms())
+    result = TurnResult(id=new_id("trn"), chat_id=chat_id, asset_ids=ids, created_at_ms=now_ms())
     async with db.write() as tx:
         await require_owned(tx, user_id, ids)
         await tx.execute(
@@ -150,8 +154,8 @@ async def record_result(
             (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
         )
         current = await get(tx, user_id, chat_id)
-        updated = dataclasses.replace(
-            current, last_generated_asset_ids=ids, current_focus_asset_id=ids[0]
+        updated = current.model_copy(
+            update={"last_generated_asset_ids": ids, "current_focus_asset_id": ids[0]}
         )
         state = await write_state(tx, user_id, chat_id, updated)
     return result, state
