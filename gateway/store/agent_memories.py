@@ -57,18 +57,7 @@ def _memory(row: sqlite3.Row) -> AgentMemory:
             id=row["src_id"], role=row["src_role"], content=row["src_content"],
             created_at_ms=row["src_created_at_ms"],
         )
-    return AgentMemory(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        type=row["type"],
-        content=row["content"],
-        importance=row["importance"],
-        status=row["status"],
-        source_message_id=row["source_message_id"],
-        source_message=source,
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-    )
+    return AgentMemory.from_row(row, source_message=source)
 
 
 async def _require(

@@ -30,16 +30,7 @@ class Agent(Record):
 
 
 def _agent(row: sqlite3.Row) -> Agent:
-    return Agent(
-        id=row["id"],
-        name=row["name"],
-        profile=json.loads(row["profile"]),
-        opening_message=row["opening_message"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-        last_message_at_ms=row["last_message_at_ms"],
-        activity_at_ms=row["activity_at_ms"],
-    )
+    return Agent.from_row(row, profile=json.loads(row["profile"]))
 
 
 _LIVE = "user_id = ? AND deleted_at_ms IS NULL"

@@ -112,43 +112,13 @@ class UnknownAssets(Exception):
 
 
 def _asset(row: sqlite3.Row) -> MediaAsset:
-    return MediaAsset(
-        id=row["id"],
-        user_id=row["user_id"],
-        chat_id=row["chat_id"],
-        project_id=row["project_id"],
-        media_type=row["media_type"],
-        source_type=row["source_type"],
-        status=row["status"],
-        original_url=row["original_url"],
-        preview_url=row["preview_url"],
-        mime_type=row["mime_type"],
-        width=row["width"],
-        height=row["height"],
-        display_name=row["display_name"],
-        prompt=row["prompt"],
-        model_id=row["model_id"],
-        source_message_id=row["source_message_id"],
-        source_node_id=row["source_node_id"],
-        root_asset_id=row["root_asset_id"],
-        primary_parent_asset_id=row["primary_parent_asset_id"],
-        summary=json.loads(row["summary"]),
-        metadata=json.loads(row["metadata"]),
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
+    return MediaAsset.from_row(
+        row, summary=json.loads(row["summary"]), metadata=json.loads(row["metadata"])
     )
 
 
 def _relation(row: sqlite3.Row) -> Relation:
-    return Relation(
-        id=row["id"],
-        from_asset_id=row["from_asset_id"],
-        to_asset_id=row["to_asset_id"],
-        relation_type=row["relation_type"],
-        confidence=row["confidence"],
-        parent_position=row["parent_position"],
-        created_at_ms=row["created_at_ms"],
-    )
+    return Relation.from_row(row)
 
 
 def _placeholders(count: int) -> str:

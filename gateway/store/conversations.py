@@ -35,18 +35,7 @@ class Conversation(Record):
 
 
 def conversation_from_row(row: sqlite3.Row) -> Conversation:
-    return Conversation(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        is_default=bool(row["is_default"]),
-        title=row["title"],
-        summary=row["summary"],
-        summary_message_count=row["summary_message_count"],
-        message_count=row["message_count"],
-        last_message_at_ms=row["last_message_at_ms"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-    )
+    return Conversation.from_row(row)
 
 
 def title_from_text(text: str) -> str:

@@ -101,23 +101,10 @@ class Observation:
 
 
 def _fact(row: sqlite3.Row, now: int) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        fact_type=row["fact_type"],
+    return Fact.from_row(
+        row,
         key=row["fact_key"],
         value=json.loads(row["value"]),
-        confidence=row["confidence"],
-        source_type=row["source_type"],
-        source_conversation_id=row["source_conversation_id"],
-        source_message_id=row["source_message_id"],
-        pinned=bool(row["pinned"]),
-        explicit=bool(row["explicit"]),
-        observations=row["observations"],
-        expires_at_ms=row["expires_at_ms"],
-        last_confirmed_at_ms=row["last_confirmed_at_ms"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
         active=is_active(
             row["source_type"], bool(row["explicit"]), row["observations"],
             row["expires_at_ms"], now,

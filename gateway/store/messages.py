@@ -69,19 +69,13 @@ class Appended:
 
 
 def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        id=row["id"],
-        conversation_id=row["conversation_id"],
-        client_message_id=row["client_message_id"],
-        role=row["role"],
-        content=row["content"],
-        status=row["status"],
+    return Message.from_row(
+        row,
         attachments=[
             Attachment(source=source, reference_id=reference_id, label=label)
             for source, reference_id, label in json.loads(row["attachments"])
         ],
         metadata=json.loads(row["metadata"]),
-        created_at_ms=row["created_at_ms"],
     )
 
 

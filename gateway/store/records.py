@@ -7,6 +7,9 @@ sort keys) are marked `exclude=True` and stay out of the answer and the OpenAPI 
 
 from __future__ import annotations
 
+import sqlite3
+from typing import Any, Self
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -21,3 +24,9 @@ class Record(CamelModel):
     """A stored row as read: immutable."""
 
     model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row, **columns: Any) -> Self:
+        """The record of a row whose columns are named as the fields (others are ignored);
+        `columns` gives those read otherwise: JSON text, a renamed or a computed value."""
+        return cls.model_validate({**dict(row), **columns})

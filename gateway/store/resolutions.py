@@ -44,21 +44,12 @@ class Resolution(Audit, _Key):
     created_at_ms: int
 
 
+_ID_LISTS = ("uploaded_asset_ids", "selected_asset_ids", "candidate_asset_ids",
+             "resolved_asset_ids")  # JSON text in their columns
+
+
 def _resolution(row: sqlite3.Row) -> Resolution:
-    audit = Audit(
-        raw_text=row["raw_text"],
-        uploaded_asset_ids=json.loads(row["uploaded_asset_ids"]),
-        selected_asset_ids=json.loads(row["selected_asset_ids"]),
-        candidate_asset_ids=json.loads(row["candidate_asset_ids"]),
-        resolved_asset_ids=json.loads(row["resolved_asset_ids"]),
-        resolution_mode=row["resolution_mode"],
-        confidence=row["confidence"],
-        needs_clarification=bool(row["needs_clarification"]),
-        reasoning=row["reasoning"],
-    )
-    return Resolution(
-        id=row["id"], chat_id=row["chat_id"], created_at_ms=row["created_at_ms"], **dict(audit)
-    )
+    return Resolution.from_row(row, **{name: json.loads(row[name]) for name in _ID_LISTS})
 
 
 async def record(

@@ -52,29 +52,22 @@ class TurnResult(Record):
     created_at_ms: int
 
 
+_ID_LISTS = ("selected_asset_ids", "last_uploaded_asset_ids", "last_generated_asset_ids",
+             "last_referenced_asset_ids", "last_resolved_asset_ids", "active_canvas_node_ids")
+
+
 def _state(row: sqlite3.Row | None) -> ChatWorkingState:
     if row is None:
         return ChatWorkingState()
     snapshot = row["last_canvas_snapshot"]
-    return ChatWorkingState(
-        current_focus_asset_id=row["current_focus_asset_id"],
-        selected_asset_ids=json.loads(row["selected_asset_ids"]),
-        last_uploaded_asset_ids=json.loads(row["last_uploaded_asset_ids"]),
-        last_generated_asset_ids=json.loads(row["last_generated_asset_ids"]),
-        last_referenced_asset_ids=json.loads(row["last_referenced_asset_ids"]),
-        last_resolved_asset_ids=json.loads(row["last_resolved_asset_ids"]),
-        active_canvas_node_ids=json.loads(row["active_canvas_node_ids"]),
-        last_canvas_snapshot=None if snapshot is None else json.loads(snapshot),
-        turn_count=row["turn_count"],
-        updated_at_ms=row["updated_at_ms"],
+    return ChatWorkingState.from_row(
+        row, last_canvas_snapshot=None if snapshot is None else json.loads(snapshot),
+        **{name: json.loads(row[name]) for name in _ID_LISTS},
     )
 
 
 def _result(row: sqlite3.Row) -> TurnResult:
-    return TurnResult(
-        id=row["id"], chat_id=row["chat_id"], asset_ids=json.loads(row["asset_ids"]),
-        created_at_ms=row["created_at_ms"],
-    )
+    return TurnResult.from_row(row, asset_ids=json.loads(row["asset_ids"]))
 
 
 _SELECT_STATE = "SELECT * FROM conversation_working_state WHERE user_id = ? AND chat_id = ?"
