@@ -22,10 +22,9 @@ Url = Annotated[Text, Field(min_length=1, max_length=8192)]
 MAX_PARENTS = 16
 
 
+# NewAsset's fields with the request's checks, plus the parents and their relation, which the
+# store takes as separate arguments (they become relation rows, not asset columns).
 class AssetIn(CamelRequest):
-    """NewAsset's fields with the request's checks, plus the parents and their relation, which
-    the store takes as separate arguments (they become relation rows, not asset columns)."""
-
     chat_id: ShortText | None = None
     project_id: ShortText | None = None
     media_type: Annotated[str, Field(min_length=1, max_length=32)]

@@ -43,11 +43,9 @@ CanvasSnapshot = Annotated[list[JsonObject], Field(max_length=MAX_CANVAS_NODES)]
 # --- working state -----------------------------------------------------------------------------
 
 
+# ChatWorkingState's writable fields, with the request's checks (ids, sizes, JSON).
 class WorkingStateIn(CamelRequest):
-    """The whole state; omitted fields become empty. `turnCount` is not writable.
-
-    ChatWorkingState's writable fields, with the request's checks (ids, sizes, JSON).
-    """
+    """The whole state; omitted fields become empty. `turnCount` is not writable."""
 
     current_focus_asset_id: Id | None = None
     selected_asset_ids: IdList = []
@@ -63,9 +61,8 @@ class _ChatKey(CamelModel):
     chat_id: str
 
 
+# The stored state with its chat (chat first: pydantic lists the last base's fields first).
 class WorkingStateOut(ChatWorkingState, _ChatKey):
-    """The stored state with its chat (chat first: pydantic lists the last base's fields first)."""
-
     @classmethod
     def of(cls, chat_id: str, state: ChatWorkingState) -> WorkingStateOut:
         return cls(chat_id=chat_id, **dict(state))
@@ -78,9 +75,7 @@ class ResultsIn(CamelRequest):
     asset_ids: Annotated[list[Id], Field(min_length=1, max_length=MAX_IDS)]
 
 
-class ResultsOut(TurnResult):
-    """The stored turn result, and the working state it left."""
-
+class ResultsOut(TurnResult):  # the stored turn result, and the working state it left
     working_state: WorkingStateOut
 
 

@@ -68,10 +68,9 @@ class FactQuery(PageQuery):
     fact_type: FactType | None = None
 
 
+# facts.Observation with the request's checks; `expiresAt` takes an ISO time too, and `oneOff`
+# (a one-off instruction, refused: it is not a fact) is never stored.
 class FactObservation(CamelRequest):
-    """facts.Observation with the request's checks; `expiresAt` takes an ISO time too, and
-    `oneOff` (a one-off instruction, refused: it is not a fact) is never stored."""
-
     scope: Scope
     fact_type: FactType
     key: NonBlankText = Field(max_length=128)

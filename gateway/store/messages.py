@@ -33,7 +33,7 @@ class AttachmentRef:
     label: str | None
 
 
-class Attachment(Record):
+class MessageAttachment(Record):
     source: str
     reference_id: str
     label: str
@@ -56,7 +56,7 @@ class Message(Record):
     role: str
     content: str
     status: str
-    attachments: list[Attachment]
+    attachments: list[MessageAttachment]
     metadata: dict[str, Any]
     created_at_ms: int
 
@@ -72,7 +72,7 @@ def _message(row: sqlite3.Row) -> Message:
     return Message.from_row(
         row,
         attachments=[
-            Attachment(source=source, reference_id=reference_id, label=label)
+            MessageAttachment(source=source, reference_id=reference_id, label=label)
             for source, reference_id, label in json.loads(row["attachments"])
         ],
         metadata=json.loads(row["metadata"]),
@@ -97,7 +97,7 @@ _REFERENCE_TABLES = {
 
 async def _resolve_attachments(
     tx: Transaction, user_id: str, refs: Sequence[AttachmentRef]
-) -> list[Attachment]:
+) -> list[MessageAttachment]:
     names: dict[tuple[str, str], str | None] = {}
     for source, template in _REFERENCE_TABLES.items():
         wanted = sorted({ref.reference_id for ref in refs if ref.source == source})
@@ -112,7 +112,9 @@ async def _resolve_attachments(
             field = f"attachments.{index}.referenceId"
             raise ValidationFailed(f"{field}: no {ref.source} of yours has this id", field=field)
         label = normalise_label(ref.label, names[key], ref.reference_id)
-        resolved.append(Attachment(source=ref.source, reference_id=ref.reference_id, label=label))
+        resolved.append(
+            MessageAttachment(source=ref.source, reference_id=ref.reference_id, label=label)
+        )
     return resolved
 
 

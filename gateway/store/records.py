@@ -23,7 +23,8 @@ class CamelModel(BaseModel):
 class Record(CamelModel):
     """A stored row as read: immutable."""
 
-    model_config = ConfigDict(frozen=True)
+    # frozen: read, never changed; defaults-required: an answer always carries every field
+    model_config = ConfigDict(frozen=True, json_schema_serialization_defaults_required=True)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row, **columns: Any) -> Self:

@@ -37,10 +37,9 @@ class _Key(Record):
     chat_id: str
 
 
+# A stored audit, also the API's answer: id and chat, the audit, then the time (pydantic lists
+# the fields of the last base first, hence the order of the bases).
 class Resolution(Audit, _Key):
-    """A stored audit, also the API's answer: id and chat, the audit, then the time (pydantic
-    lists the fields of the last base first, hence the order of the bases)."""
-
     created_at_ms: int
 
 
