@@ -6,6 +6,7 @@ One request: request id → public route, or auth (user id) → owned route, or 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -21,7 +22,9 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.files import FileStore
+from gateway.attachments.leases import Lease
 from gateway.config import Settings
+from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
@@ -31,8 +34,12 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import Database, agents
+from gateway.store import agents
 from gateway.store import attachments as attachment_store
+from gateway.store.database import database_for
+from gateway.toolcalls.jobs import HttpJobService, JobService
+from gateway.toolcalls.registry import load_registry
+from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import Proxy
@@ -48,9 +55,16 @@ class Gateway:
         settings: Settings,
         upstream_transport: httpx.AsyncBaseTransport | None = None,
         llm_transport: httpx.AsyncBaseTransport | None = None,
+        jobs_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
-        db = Database(settings.storage.database)
+        db = database_for(settings.storage.database)
+        files = FileStore(settings.storage.root)
+        jobs: JobService = (
+            HttpJobService(settings.jobs.base_url, settings.jobs.timeout_s, jobs_transport)
+            if settings.jobs.base_url
+            else DevJobRunner(db, files, settings.jobs.dev_delay_s)
+        )
         upstream = create_upstream(settings.upstream, upstream_transport)
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
@@ -62,11 +76,14 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
-            files=FileStore(settings.storage.root),
+            files=files,
             attachment_index=AttachmentIndex(db),
+            tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
+            lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
+        self._lease_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
         # Fast pre-check: only paths starting like an owned route go through route matching.
@@ -76,27 +93,36 @@ class Gateway:
 
     async def startup(self) -> None:
         os.makedirs(self.settings.storage.root, exist_ok=True)
-        await self.services.db.open()
-        await self._settle_attachments()
+        try:
+            await self.services.db.open()
+            await self._settle_attachments()
+        except BaseException:
+            # Close what was opened: the database's threads would keep the process alive.
+            await self.shutdown()
+            raise
+        self._lease_upkeep = asyncio.get_running_loop().create_task(recovery.keep_leases(
+            self.services.db, self.services.files, self.services.lease, _log_settled
+        ))
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
-        settled = await recovery.settle_leftover_intents(self.services.db, self.services.files)
-        if settled.committed:
-            log.warning("settled %d interrupted add/upload(s) by keeping their data",
-                        len(settled.committed))
-        if settled.dropped:
-            log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
-                        len(settled.dropped))
+        _log_settled(await recovery.settle_leftover_intents(
+            self.services.db, self.services.files, self.services.lease
+        ))
         made = await attachment_store.backfill(self.services.db)
         if made:
             log.info("backfilled %d resource mapping(s)", made)
 
     async def shutdown(self) -> None:
+        if self._lease_upkeep is not None:
+            self._lease_upkeep.cancel()
+            await asyncio.gather(self._lease_upkeep, return_exceptions=True)
+            self._lease_upkeep = None
         await self.services.drain()
         if self.services.llm is not None:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
+        await self.services.tool_calls.aclose()
         await self.services.db.close()
 
     @asynccontextmanager
@@ -228,6 +254,15 @@ class Gateway:
         return False
 
 
+def _log_settled(settled: recovery.Recovery) -> None:
+    if settled.committed:
+        log.warning("settled %d interrupted add/upload(s) by keeping their data",
+                    len(settled.committed))
+    if settled.dropped:
+        log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
+                    len(settled.dropped))
+
+
 def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:
     """The literal start of every owned route's path, plus the owned prefixes."""
     starts = set(OWNED_PREFIXES)
@@ -242,6 +277,8 @@ def create_app(
     *,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     llm_transport: httpx.AsyncBaseTransport | None = None,
+    jobs_transport: httpx.AsyncBaseTransport | None = None,
 ) -> Gateway:
-    """The gateway app; tests inject fake upstream and model transports (respx, MockTransport)."""
-    return Gateway(settings, upstream_transport, llm_transport)
+    """The gateway app; tests inject fake upstream, model and job-service transports (respx,
+    MockTransport)."""
+    return Gateway(settings, upstream_transport, llm_transport, jobs_transport)

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
+import socket
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from gateway import logs
-from gateway.config import ConfigError, Settings, check_dev_engine_flavor, load_settings
+from gateway import __version__, logs
+from gateway.config import (
+    ENV_PREFIX,
+    ConfigError,
+    Settings,
+    check_dev_engine_flavor,
+    load_settings,
+)
 from gateway.errors import ValidationFailed
-from gateway.identity.auth import generate_key, hash_secret
+from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance
 from gateway.store import keys
-from gateway.store.database import connect_sync, migrate
+from gateway.store.database import database_for, is_postgresql, migrate, run_sync, shown_database
+from gateway.store.migrations import MigrationsMissing
 
 log = logging.getLogger("gateway.cli")
 
@@ -25,14 +37,13 @@ Verb = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Settings,
 EXTRA_VERBS: dict[str, Verb] = {**maintenance.VERBS}
 
 
-def _run_async(main: Coroutine[Any, Any, None]) -> None:
+def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
     try:
         import uvloop
-    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
-        asyncio.run(main)
-        return
+    except ImportError:  # pragma: no cover - uvloop is not installed on Windows
+        return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main)
+        return runner.run(main)
 
 
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
@@ -53,10 +64,56 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
     return uvicorn.Server(config)
 
 
-def serve(settings: Settings) -> int:
-    from gateway.app import create_app
+class ListenError(Exception):
+    """A port that cannot be listened on (in use, not permitted, unknown host)."""
 
-    servers = []
+
+def _listen(host: str, port: int, what: str) -> socket.socket:
+    """Bind before anything starts, so a busy port is one clear line, not a traceback."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port} ({what}): {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise ListenError(f"cannot listen on {host}:{port} ({what}): {reason}") from None
+    return sock
+
+
+async def _serve_together(servers: list[tuple[Any, socket.socket]]) -> bool:
+    """Run the servers until one of them stops, then stop the others; True when all started.
+
+    A server whose start-up fails (uvicorn exits with SystemExit) stops the rest, so the process
+    ends instead of serving half of what it should.
+    """
+
+    async def one(server: Any, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        except SystemExit:  # uvicorn's way of saying its start-up failed
+            pass
+
+    tasks = [asyncio.create_task(one(server, sock)) for server, sock in servers]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for server, _ in servers:
+        server.should_exit = True
+    await asyncio.gather(*tasks)
+    return all(server.started for server, _ in servers)
+
+
+def serve(settings: Settings) -> int:
+    """Run the gateway (and the dev engine when no upstream is set); 1 when start-up fails."""
+    from gateway.app import create_app
+    from gateway.store import migrations
+
+    migrations.available()  # no schema to apply: say so before anything starts
+    listeners: list[tuple[Any, str, int, str]] = []  # (ASGI app, host, port, what it is)
     if not settings.upstream.base_url:
         from gateway.devengine.app import create_dev_engine
 
@@ -68,103 +125,210 @@ def serve(settings: Settings) -> int:
             dev_url,
         )
         engine = create_dev_engine(settings.dev_engine.database)
-        servers.append(_uvicorn_server(engine, "127.0.0.1", port, settings.server.log_level))
+        listeners.append((engine, "127.0.0.1", port, "the dev engine, dev_engine.port"))
         settings = replace(settings, upstream=replace(settings.upstream, base_url=dev_url))
-    app = create_app(settings)
-    servers.append(
-        _uvicorn_server(app, settings.server.host, settings.server.port, settings.server.log_level)
-    )
+    listeners.append((create_app(settings), settings.server.host, settings.server.port,
+                      "the gateway, server.port or --port"))
+    sockets: list[socket.socket] = []
+    try:
+        for _, host, port, what in listeners:
+            sockets.append(_listen(host, port, what))
+    except ListenError as exc:
+        for sock in sockets:
+            sock.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    gateway_port = sockets[-1].getsockname()[1]
+    servers = [
+        (_uvicorn_server(app, host, port, settings.server.log_level), sock)
+        for (app, host, port, _), sock in zip(listeners, sockets, strict=True)
+    ]
     log.info(
         "memory-gateway listening on http://%s:%d, upstream %s",
         settings.server.host,
-        settings.server.port,
+        gateway_port,
         settings.upstream.base_url,
     )
-
-    async def run_all() -> None:
-        await asyncio.gather(*(server.serve() for server in servers))
-
-    _run_async(run_all())
+    started = _run_async(_serve_together(servers))
+    if not started:
+        for handler in logging.getLogger().handlers:
+            handler.flush()  # the log's lines first, then this one
+        print("error: start-up failed (the log above says why); stopped", file=sys.stderr)
+        return 1
     return 0
 
 
 def dev_upstream(settings: Settings, host: str, port: int, database: str) -> int:
     from gateway.devengine.app import create_dev_engine
 
+    try:
+        sock = _listen(host, port, "the dev engine, --port or dev_engine.port")
+    except ListenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     server = _uvicorn_server(create_dev_engine(database), host, port, settings.server.log_level)
     log.warning("dev engine on http://%s:%d (a development default, not a memory product)",
-                host, port)
-    _run_async(server.serve())
-    return 0
+                host, sock.getsockname()[1])
+    return 0 if _run_async(_serve_together([(server, sock)])) else 1
+
+
+def _database_line(settings: Settings, config: str | None) -> str:
+    """Which database a command works on, and where that choice came from."""
+    path = settings.storage.database
+    if config:
+        origin = f"from {config}"
+    elif f"{ENV_PREFIX}STORAGE_DATABASE" in os.environ:
+        origin = f"from {ENV_PREFIX}STORAGE_DATABASE"
+    else:
+        origin = "the default; --config FILE for another"
+    shown = shown_database(path) if is_postgresql(path) else Path(path).absolute()
+    return f"database {shown} ({origin})"
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
 
 
 def keys_command(settings: Settings, args: argparse.Namespace) -> int:
-    migrate(settings.storage.database)
-    conn = connect_sync(settings.storage.database)
+    if args.keys_verb == "create":
+        try:
+            new = generate_key(args.user)
+        except ValidationFailed as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 2
+    database = settings.storage.database
+    existed = is_postgresql(database) or Path(database).exists()
+    migrate(database)
+    print(("using " if existed else "created ") + _database_line(settings, args.config),
+          file=sys.stderr)
+    return run_sync(_keys(settings, args, new if args.keys_verb == "create" else None))
+
+
+async def _keys(settings: Settings, args: argparse.Namespace, new: NewKey | None) -> int:
+    db = database_for(settings.storage.database)
+    await db.open()
     try:
-        if args.keys_verb == "create":
-            try:
-                new = generate_key(args.user)
-            except ValidationFailed as exc:
-                print(f"error: {exc.message}", file=sys.stderr)
-                return 2
-            keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        if new is not None:
+            await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
             print(f"created key {new.key_id} for user {new.user_id}; store it now, "
                   "it is not shown again:")
             print(new.token)
         elif args.keys_verb == "list":
-            for key in keys.list_sync(conn, args.user):
-                state = "revoked" if key.revoked_at_ms else "active"
-                print(f"{key.id}\t{key.user_id}\t{state}\t{key.created_at_ms}")
+            found = await keys.list_keys(db, args.user)
+            if args.json:
+                print(json.dumps([{
+                    "id": key.id, "user_id": key.user_id,
+                    "state": "revoked" if key.revoked_at_ms else "active",
+                    "created_at": _iso(key.created_at_ms), "revoked_at": _iso(key.revoked_at_ms),
+                } for key in found], indent=2))
+            elif not found:
+                print("no keys" + (f" for user {args.user}" if args.user else ""))
+            else:
+                _print_table([["KEY ID", "USER", "STATE", "CREATED", "REVOKED"]] + [
+                    [key.id, key.user_id, "revoked" if key.revoked_at_ms else "active",
+                     _when(key.created_at_ms), _when(key.revoked_at_ms)]
+                    for key in found
+                ])
         elif args.keys_verb == "revoke":
-            if not keys.revoke_sync(conn, args.key_id):
+            if not await keys.revoke(db, args.key_id):
                 print(f"error: no active key {args.key_id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.key_id}")
         return 0
     finally:
-        conn.close()
+        await db.close()
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("memory-gateway")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memory-gateway", description=__doc__)
-    verbs = parser.add_subparsers(dest="verb", required=True)
+    # `--config` is accepted before or after any command's own arguments: every (sub)parser
+    # declares it with a suppressed default, so a later parser never resets an earlier value.
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                        help="TOML configuration file (config.example.toml lists every key)")
 
-    def with_config(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--config", help="TOML configuration file")
-        return sub
+    parser = argparse.ArgumentParser(prog="memory-gateway", description=__doc__,
+                                     parents=[config])
+    parser.add_argument("--version", action="version", version=f"memory-gateway {_version()}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
-    serve_p = with_config(verbs.add_parser("serve", help="run the gateway"))
+    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        return verbs.add_parser(name, help=help_text, description=help_text, parents=[config])
+
+    serve_p = verb("serve", "run the gateway")
     serve_p.add_argument("--host")
     serve_p.add_argument("--port", type=int)
 
-    keys_p = with_config(verbs.add_parser("keys", help="manage API keys"))
-    key_verbs = keys_p.add_subparsers(dest="keys_verb", required=True)
-    create_p = key_verbs.add_parser("create", help="create a key; printed as the last line")
+    keys_p = verb("keys", "manage API keys")
+    key_verbs = keys_p.add_subparsers(dest="keys_verb", required=True, metavar="ACTION")
+
+    def key_verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        return key_verbs.add_parser(name, help=help_text, description=help_text,
+                                    parents=[config])
+
+    create_p = key_verb("create", "create a key; printed as the last line")
     create_p.add_argument("--user", required=True)
-    list_p = key_verbs.add_parser("list", help="list keys (never the secrets)")
+    list_p = key_verb("list", "list keys (never the secrets)")
     list_p.add_argument("--user")
-    revoke_p = key_verbs.add_parser("revoke", help="revoke a key by id")
+    list_p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+    revoke_p = key_verb("revoke", "revoke a key by id")
     revoke_p.add_argument("key_id")
 
-    with_config(verbs.add_parser("migrate", help="apply pending database migrations"))
-    with_config(verbs.add_parser(
-        "doctor", help="check configuration, database, storage and upstream; say what to fix"
-    ))
+    verb("migrate", "apply pending database migrations")
+    verb("doctor", "check configuration, database, storage and upstream; say what to fix")
 
-    dev_p = with_config(verbs.add_parser("dev-upstream", help="run the built-in dev engine"))
+    dev_p = verb("dev-upstream", "run the built-in dev engine")
     dev_p.add_argument("--host", default="127.0.0.1")
     dev_p.add_argument("--port", type=int, default=None)
     dev_p.add_argument("--database", default=None, help="SQLite file, or :memory:")
 
     for name, (help_text, add_arguments, _) in EXTRA_VERBS.items():
-        sub = with_config(verbs.add_parser(name, help=help_text))
-        add_arguments(sub)
+        add_arguments(verb(name, help_text))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; output cut short by a closed pipe (`| head`) ends quietly."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that stays quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
+    except MigrationsMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    args.config = getattr(args, "config", None)
     if args.verb == "doctor":  # it reports a broken configuration itself
         from gateway.ops.doctor import run as doctor
 
@@ -175,15 +339,22 @@ def main(argv: list[str] | None = None) -> int:
             overrides: dict[str, Any] = {}
             if args.host:
                 overrides["host"] = args.host
-            if args.port:
+            if args.port is not None:
                 overrides["port"] = args.port
             if overrides:
                 settings = settings.with_values(server=overrides)
             check_dev_engine_flavor(settings)
+            from gateway.toolcalls.registry import load_registry
+
+            load_registry(settings.tools.registry)  # a bad registry stops here, named
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     if args.verb == "serve":
+        if settings.server.workers > 1:  # forks first: no log thread or loop in the parent
+            from gateway import workers
+
+            return workers.serve(settings, _uvicorn_server, _run_async)
         logs.configure(settings.server.log_level, settings.server.log_format)
         return serve(settings)
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)
@@ -193,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         done = migrate(settings.storage.database)
         for migration in done:
             print(f"applied {migration.version:04d}_{migration.name}")
-        print(f"database {settings.storage.database} is up to date")
+        print(f"{_database_line(settings, args.config)} is up to date")
         return 0
     if args.verb == "dev-upstream":
         return dev_upstream(

@@ -32,6 +32,9 @@ def _setting(default: Any, help: str) -> Any:
 class ServerSettings:
     host: str = _setting("127.0.0.1", "address to listen on")
     port: int = _setting(8080, "port to listen on")
+    workers: int = _setting(
+        1, "gateway processes serving the port (each a whole gateway; docs/scale-out.md)"
+    )
     log_level: str = _setting("info", "log level: debug, info, warning, error")
     log_format: str = _setting("json", "log lines: json (one object per line) or text")
     native_search: bool = _setting(
@@ -71,7 +74,10 @@ class ResourcesSettings:
 @dataclass(frozen=True)
 class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
-    database: str = _setting("storage/_gateway.db", "SQLite database file")
+    database: str = _setting(
+        "storage/_gateway.db",
+        "SQLite database file, or a postgresql://user:password@host:port/dbname URL",
+    )
     gc_grace_s: float = _setting(
         3600.0, "`gc` leaves files and rows younger than this alone (work may be in flight)"
     )
@@ -122,6 +128,23 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class ToolsSettings:
+    registry: str = _setting(
+        "", "JSON file of the tools agents may propose (docs/tool-calls.md); empty = the "
+        "example registry shipped with the gateway (tools.example.json)"
+    )
+
+
+@dataclass(frozen=True)
+class JobsSettings:
+    base_url: str = _setting(
+        "", "job service that runs confirmed tool calls; empty = the built-in dev job runner"
+    )
+    dev_delay_s: float = _setting(1.0, "seconds the dev job runner takes to finish a job")
+    timeout_s: float = _setting(10.0, "job service request timeout in seconds")
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -132,6 +155,8 @@ class Settings:
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    jobs: JobsSettings = field(default_factory=JobsSettings)
 
     @property
     def llm_enabled(self) -> bool:
@@ -271,6 +296,9 @@ def _validate(settings: Settings) -> None:
     base_url = settings.upstream.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"upstream.base_url: expected an http(s) URL, got {base_url!r}")
+    jobs_url = settings.jobs.base_url
+    if jobs_url and not jobs_url.startswith(("http://", "https://")):
+        raise ConfigError(f"jobs.base_url: expected an http(s) URL, got {jobs_url!r}")
     flavor = settings.upstream.flavor
     if flavor not in FLAVOR_PATHS:
         raise ConfigError(
@@ -292,6 +320,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
+    if settings.server.workers < 1:
+        raise ConfigError("server.workers: must be at least 1")
 
 
 def load_settings(

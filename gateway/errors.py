@@ -8,14 +8,19 @@
     ├── NotFound (404 not_found)
     ├── MethodNotAllowed (405 method_not_allowed)
     ├── Conflict (409 conflict)
-    │   └── IdempotencyConflict (409 idempotency_conflict)
+    │   ├── IdempotencyConflict (409 idempotency_conflict)
+    │   ├── ToolCallCancelled (409 tool_call_cancelled)
+    │   └── ToolCallConfirmed (409 tool_call_confirmed)
     ├── PayloadTooLarge (413 payload_too_large)
     ├── ValidationFailed (422 validation_error)
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
+    ├── JobServiceUnavailable (502 job_service_unavailable)
+    │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
     ├── NotReady (503 not_ready)
-    └── UpstreamTimeout (504 upstream_timeout)
+    ├── UpstreamTimeout (504 upstream_timeout)
+    └── JobServiceTimeout (504 job_service_timeout)
 
 Every error renders as
 `{"error": {"code", "message", "status", "request_id"}}` (plus `field` when one input is at fault).
@@ -76,6 +81,16 @@ class IdempotencyConflict(Conflict):
     default_message = "this clientMessageId was already used with different content"
 
 
+class ToolCallCancelled(Conflict):
+    code = "tool_call_cancelled"
+    default_message = "this tool call was cancelled; it cannot be confirmed"
+
+
+class ToolCallConfirmed(Conflict):
+    code = "tool_call_confirmed"
+    default_message = "this tool call was already confirmed; it cannot be cancelled"
+
+
 class PayloadTooLarge(GatewayError):
     status, code, default_message = 413, "payload_too_large", "request body too large"
 
@@ -92,6 +107,15 @@ class UpstreamBadResponse(GatewayError):
     status, code, default_message = 502, "upstream_bad_response", "upstream answered badly"
 
 
+class JobServiceUnavailable(GatewayError):
+    status, code, default_message = 502, "job_service_unavailable", "job service unavailable"
+
+
+class JobServiceBadResponse(JobServiceUnavailable):
+    code = "job_service_bad_response"
+    default_message = "the job service answered with something that is not a job"
+
+
 class UpstreamPoolExhausted(GatewayError):
     status, code = 503, "upstream_pool_exhausted"
     default_message = "too many upstream requests in flight; retry shortly"
@@ -105,6 +129,10 @@ class UpstreamTimeout(GatewayError):
     status, code, default_message = 504, "upstream_timeout", "upstream timed out"
 
 
+class JobServiceTimeout(GatewayError):
+    status, code, default_message = 504, "job_service_timeout", "the job service timed out"
+
+
 ALL_ERRORS: tuple[type[GatewayError], ...] = (
     GatewayError,
     BadRequest,
@@ -115,13 +143,18 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     MethodNotAllowed,
     Conflict,
     IdempotencyConflict,
+    ToolCallCancelled,
+    ToolCallConfirmed,
     PayloadTooLarge,
     ValidationFailed,
     UpstreamUnavailable,
     UpstreamBadResponse,
+    JobServiceUnavailable,
+    JobServiceBadResponse,
     UpstreamPoolExhausted,
     NotReady,
     UpstreamTimeout,
+    JobServiceTimeout,
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.attachments.files import FileStore
+from gateway.attachments.leases import DEFAULT_LEASE_S, Lease
 from gateway.config import Settings
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
@@ -18,6 +19,7 @@ from gateway.llm import LlmClient
 from gateway.metrics import Metrics
 from gateway.search.index import AttachmentIndex
 from gateway.store import Database
+from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.proxy import Proxy
 
@@ -32,8 +34,11 @@ class Services:
     authenticator: Authenticator
     files: FileStore
     attachment_index: AttachmentIndex
+    tool_calls: ToolCallService
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    # This process's hold on the intents it records (owner token and lease).
+    lease: Lease = field(default_factory=lambda: Lease(DEFAULT_LEASE_S))
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)

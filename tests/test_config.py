@@ -58,6 +58,8 @@ def test_file_values_then_environment_override(tmp_path: Path) -> None:
         ('[server]\nport = "x"\n', {}, "server.port"),
         ("[upstream]\ntimeout_s = -1\n", {}, "upstream.timeout_s"),
         ('[upstream]\nbase_url = "ftp://x"\n', {}, "upstream.base_url"),
+        ('[jobs]\nbase_url = "jobs.internal"\n', {}, "jobs.base_url"),
+        ("", {"MEMORY_GATEWAY_JOBS_DEV_DELAY_S": "-1"}, "jobs.dev_delay_s"),
         ("", {"MEMORY_GATEWAY_SERVER_PORT": "eighty"}, "server.port"),
         ("", {"MEMORY_GATEWAY_SERVER_NOPE": "1"}, "MEMORY_GATEWAY_SERVER_NOPE"),
         ("", {"MEMORY_GATEWAY_RESOURCES_FLUSH_AFTER_INGEST": "maybe"}, "flush_after_ingest"),

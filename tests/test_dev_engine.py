@@ -246,6 +246,33 @@ async def test_filters_restrict_episodes(dev: httpx.AsyncClient) -> None:
     assert await sessions({"session_id": {"ne": "a"}}) == ["b"]
 
 
+async def test_sdk_filter_nodes_with_null_combinators_are_accepted(
+    dev: httpx.AsyncClient,
+) -> None:
+    from everos_cloud.models import FilterNode
+
+    await add(dev, "a", message("topic"))
+    await add(dev, "b", message("topic"))
+    await flush(dev, "a")
+    await flush(dev, "b")
+    node = FilterNode.from_dict({"session_id": "b"})
+    assert node is not None
+    sent = node.to_dict()
+    assert sent == {"session_id": "b", "AND": None, "OR": None}  # what everos-cloud 1.0 sends
+    nested = FilterNode.from_dict({"OR": [{"session_id": "a"}, {"session_id": "b"}]})
+    assert nested is not None
+
+    by_session = await search(dev, query="topic", filters=sent)
+    either = await search(dev, query="topic", filters=nested.to_dict())
+    listed = await dev.post("/api/v2/memory/get", json={
+        "user_id": "alice", "memory_type": "episode", "filters": sent})
+
+    assert [ep["session_id"] for ep in by_session["episodes"]] == ["b"]
+    assert sorted(ep["session_id"] for ep in either["episodes"]) == ["a", "b"]
+    assert listed.status_code == 200
+    assert [ep["session_id"] for ep in listed.json()["data"]["episodes"]] == ["b"]
+
+
 async def test_get_lists_session_episodes(dev: httpx.AsyncClient) -> None:
     await add(dev, "a", message("first"))
     await add(dev, "b", message([image_item()]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 
 from gateway.search import page_scan
 from gateway.store.database import migrate
-from tests.processes import ROOT, dev_engine, free_port
+from tests.postgres_server import PostgresServer
+from tests.processes import ROOT, dev_engine, free_port, running
 
 
 def write_config(tmp: Path, base_url: str, **storage: str) -> Path:
@@ -76,6 +78,20 @@ def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
     assert line(lines, "storage").startswith("WARN")
     assert line(lines, "upstream").startswith("WARN")
     assert "dev engine" in line(lines, "upstream")
+    assert line(lines, "tools").startswith("OK   tools         3 from (built-in")
+    assert line(lines, "jobs").startswith("WARN") and "dev job runner" in line(lines, "jobs")
+
+
+def test_a_broken_tool_registry_fails_naming_it(tmp_path: Path) -> None:
+    registry = tmp_path / "tools.json"
+    registry.write_text('[{"name": "x"}]')
+    config = write_config(tmp_path, "")
+    config.write_text(config.read_text() + f'\n[tools]\nregistry = "{registry}"\n'
+                      '\n[jobs]\nbase_url = "http://jobs.internal"\n')
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "tools").startswith("FAIL") and str(registry) in line(lines, "tools")
+    assert line(lines, "jobs").startswith("OK") and "http://jobs.internal" in line(lines, "jobs")
 
 
 def test_invalid_configuration_fails(tmp_path: Path) -> None:
@@ -166,3 +182,82 @@ def test_a_flavour_the_dev_engine_cannot_speak_needs_a_base_url(tmp_path: Path) 
     code, lines = doctor(config)
     assert code == 1
     assert line(lines, "upstream").startswith("FAIL") and "mem0" in line(lines, "upstream")
+
+
+def test_a_running_gateways_own_dev_engine_is_not_a_warning(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "")
+    config.write_text(config.read_text() + f"[server]\nport = {free_port()}\n")
+    port = int(config.read_text().split("[dev_engine]\nport = ")[1].split()[0])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    with running(["serve", "--config", str(config)], env,
+                 f"http://127.0.0.1:{port}/health"):
+        code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "dev engine").startswith(f"OK   dev engine    running on 127.0.0.1:{port}")
+    assert not [text for text in lines if "already in use" in text], lines
+
+
+def test_a_dev_engine_port_held_by_something_else_warns(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "")
+    port = int(config.read_text().split("[dev_engine]\nport = ")[1].split()[0])
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "dev engine").startswith("WARN") and "something else" in line(
+        lines, "dev engine")
+    assert "dev_engine.port" in fix_after(lines, "dev engine")
+
+
+def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.config import Settings
+    from gateway.ops import doctor as checks
+
+    monkeypatch.setattr(page_scan, "AVAILABLE", False)
+    check = checks._check_search(Settings())
+    assert check.level == "WARN" and "scripts/setup-venv --force" in check.fix
+
+    # `--force` reinstalls although the stamp says nothing changed; without it nothing runs.
+    copy = tmp_path / "checkout"
+    (copy / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "setup-venv", copy / "scripts")
+    for name in ("pyproject.toml", "setup.py"):
+        shutil.copy(ROOT / name, copy / name)
+    calls = copy / "calls"
+    stub = copy / ".venv" / "bin" / "python"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    stub.chmod(0o755)
+    os.utime(copy / "pyproject.toml", (0, 0))
+    os.utime(copy / "setup.py", (0, 0))
+    subprocess.run([copy / "scripts" / "setup-venv"], check=True, timeout=60)  # installs, stamps
+    calls.unlink()
+
+    subprocess.run([copy / "scripts" / "setup-venv"], check=True, timeout=60)
+    assert not calls.exists()
+    subprocess.run([copy / "scripts" / "setup-venv", "--force"], check=True, timeout=60)
+    assert calls.read_text().split() == ["-m", "pip", "install", "--quiet",
+                                         "--disable-pip-version-check", "-e", "."]
+
+
+def test_postgresql_reachability_and_migrations_are_checked(
+    tmp_path: Path, engine_url: str, postgres: PostgresServer
+) -> None:
+    url = postgres.create_database()
+    config = write_config(tmp_path, engine_url, database=url)
+    code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "database").startswith("OK ") and "reachable" in line(lines, "database")
+    assert line(lines, "migrations").startswith("WARN") and "pending" in line(lines, "migrations")
+    migrate(url)
+    code, lines = doctor(config)
+    assert line(lines, "migrations").startswith("OK "), lines
+
+    secret = f"postgresql://gateway:s3cret@127.0.0.1:{free_port()}/nowhere"
+    code, lines = doctor(write_config(tmp_path, engine_url, database=secret))
+    assert code == 1
+    assert line(lines, "database").startswith("FAIL") and "cannot reach" in line(lines, "database")
+    assert "s3cret" not in "\n".join(lines)

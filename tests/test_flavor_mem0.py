@@ -133,7 +133,8 @@ async def test_gateway_search_maps_and_normalises(
     assert response.status_code == 200
     request, body = sent(route)
     assert request.url.path == "/search" and request.headers[USER_HEADER] == "alice"
-    assert body == {"query": "harbour", "user_id": "alice", "run_id": "trip-1", "limit": 5}
+    # mem0's REST server reads `top_k` (a `limit` would be ignored)
+    assert body == {"query": "harbour", "user_id": "alice", "run_id": "trip-1", "top_k": 5}
     page = response.json()
     assert page["total"] == 2  # bob's run is gone
     first = page["results"][0]

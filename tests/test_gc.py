@@ -5,20 +5,23 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 import respx
 
 from gateway.attachments.files import path_from_uri
 from gateway.config import Settings
 from gateway.ops.gc import DiskEntry, Folder, RowState, Snapshot, plan
 from gateway.store.file_rows import FileRow
+from tests import databases
 from tests.attachment_helpers import PNG, engine_ok, files_under, rows
+
+pytestmark = pytest.mark.both_databases
 
 HOUR_S = 3600
 OLD_S = time.time() - 2 * HOUR_S  # older than the default grace of an hour
@@ -29,12 +32,7 @@ def age(path: Path, when: float = OLD_S) -> None:
 
 
 def sql(settings: Settings, statement: str, *params: object) -> None:
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        conn.execute(statement, params)
-        conn.commit()
-    finally:
-        conn.close()
+    databases.execute(settings.storage.database, statement, *params)
 
 
 def run_gc(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:

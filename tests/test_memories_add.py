@@ -17,6 +17,8 @@ from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, files_under, rows
 from tests.conftest import client_for
 
+pytestmark = pytest.mark.both_databases
+
 B64 = base64.b64encode(PNG).decode()
 
 

@@ -1,12 +1,17 @@
 """Migrations: ordered, one transaction each, versions recorded, pending() read-only."""
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gateway.store import migrations
-from gateway.store.database import connect_sync
+from gateway.store.sqlite import connect_sync
+from tests import databases
+from tests.postgres_server import PostgresServer
+from tests.processes import ROOT
 
 
 def test_all_migrations_apply_once_and_record_versions(tmp_path: Path) -> None:
@@ -59,3 +64,51 @@ def test_migrate_command_applies_and_reports(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "up to date" in result.stdout
     assert migrations.pending(sqlite3.connect(db)) == []
+
+
+def test_tool_call_migration_keeps_existing_messages_and_allows_the_tool_role(
+    tmp_path: Path,
+) -> None:
+    before = tmp_path / "before"
+    before.mkdir()
+    for migration in migrations.available():
+        if migration.version < 7:
+            (before / migration.path.name).write_text(migration.sql())
+    conn = connect_sync(str(tmp_path / "db.sqlite"))
+    migrations.apply_pending(conn, before)
+    conn.execute("INSERT INTO agents (id, user_id, name, activity_at_ms, created_at_ms,"
+                 " updated_at_ms) VALUES ('agt_1', 'alice', 'a', 1, 1, 1)")
+    conn.execute("INSERT INTO conversations (id, user_id, agent_id, title, created_at_ms,"
+                 " updated_at_ms) VALUES ('cnv_1', 'alice', 'agt_1', 't', 1, 1)")
+    conn.execute("INSERT INTO conversation_messages (id, user_id, conversation_id, agent_id,"
+                 " client_message_id, role, content, status, fingerprint, created_at_ms)"
+                 " VALUES ('msg_1', 'alice', 'cnv_1', 'agt_1', 'c1', 'user', 'hi', 'completed',"
+                 " 'f', 5)")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("UPDATE conversation_messages SET role = 'tool'")
+    applied = migrations.apply_pending(conn)
+    assert [m.name for m in applied if m.version == 7] == ["tool_calls"]
+    assert [tuple(row) for row in conn.execute(
+        "SELECT id, role, content, created_at_ms FROM conversation_messages")] == [
+        ("msg_1", "user", "hi", 5)]
+    conn.execute("UPDATE conversation_messages SET role = 'tool'")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("UPDATE conversation_messages SET role = 'robot'")
+    indexes = {row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index'"
+        " AND tbl_name = 'conversation_messages'")}
+    assert {"conversation_messages_page", "conversation_messages_client_id"} <= indexes
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+def test_migrate_on_postgresql_applies_every_migration_once_and_hides_the_password(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.create_database().replace("gateway@", "gateway:s3cret@")  # trust: ignored
+    env = {"MEMORY_GATEWAY_STORAGE_DATABASE": url, "PATH": "/usr/bin:/bin"}
+    runs = [subprocess.run([sys.executable, "-m", "gateway", "migrate"], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout.count("applied ") == len(migrations.available())
+    assert "applied " not in runs[1].stdout
+    assert all("s3cret" not in run.stdout + run.stderr for run in runs)
+    recorded = databases.rows(url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [row["version"] for row in recorded] == [m.version for m in migrations.available()]

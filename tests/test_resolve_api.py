@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,9 @@ import pytest
 from gateway.app import Gateway
 from gateway.config import Settings
 from gateway.store import resolutions
+from tests import databases
+
+pytestmark = pytest.mark.both_databases
 
 RESPONSE_KEYS = {
     "resolutionId", "targetAssetIds", "candidateAssetIds", "resolutionMode", "confidence",
@@ -182,6 +184,26 @@ async def test_batch_and_ordinals_count_the_last_multi_result_in_registration_or
     assert everything["targetAssetIds"] == [first, second, third]
 
 
+async def test_after_several_results_a_bare_instruction_asks_until_one_is_picked(
+    alice: httpx.AsyncClient,
+) -> None:
+    chat = Chat(alice)
+    variants = [await chat.asset(f"v{i}") for i in range(1, 5)]
+    await chat.results(variants[2], *variants[:2], variants[3])  # any order the client sends
+    bare = await chat.resolve("再亮一點")  # traditional script, no reference
+    assert bare["needsClarification"] and bare["candidateAssetIds"] == variants
+    third = await chat.resolve("the third variant")
+    assert (third["resolutionMode"], third["targetAssetIds"]) == ("text_reference", [variants[2]])
+    again = await chat.resolve("再亮一点")  # now the picked one is the focus
+    assert (again["resolutionMode"], again["targetAssetIds"]) == ("working_memory", [variants[2]])
+    row = await chat.resolve(
+        "第二排第一個",
+        canvasImageNodes=[node(f"n{i}", v, (i % 2) * 300, (i // 2) * 300)
+                          for i, v in enumerate(variants)],
+    )
+    assert row["targetAssetIds"] == [variants[2]]
+
+
 async def test_several_uploads_in_one_turn_are_all_targets(alice: httpx.AsyncClient) -> None:
     chat = Chat(alice)
     a, b = await chat.asset("a", source="upload"), await chat.asset("b", source="upload")
@@ -308,11 +330,9 @@ async def test_a_failed_state_update_leaves_no_audit_row(
         "/chats/chat-1/resolve", json={"text": "x", "uploadedAssetIds": [photo]}
     )
     assert response.status_code == 500
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        assert conn.execute("SELECT count(*) FROM message_target_resolutions").fetchone()[0] == 0
-    finally:
-        conn.close()
+    [(count,)] = databases.rows(settings.storage.database,
+                                "SELECT count(*) FROM message_target_resolutions")
+    assert count == 0
     monkeypatch.undo()
     assert (await chat.state())["turnCount"] == 0
 

@@ -1,7 +1,8 @@
 """The intent sequence around an upstream call (SPEC §8, §13): record → work → commit or abandon.
 
-An add or upload records its intent (claiming the session), then writes its files and calls the
-engine inside `recorded`; it commits only when the engine accepted. Leaving the block any other
+An add or upload records its intent (claiming the session; held under this process's lease),
+then writes its files and calls the engine inside `recorded`; it commits only when the engine
+accepted. Leaving the block any other
 way — an error, a cancellation, an engine refusal — abandons the intent and removes its folders
 (gateway/attachments/recovery.py settles the intents a crash leaves behind).
 """
@@ -13,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from gateway.attachments.files import FileStore
+from gateway.attachments.leases import Lease
 from gateway.attachments.recovery import abandon
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent
@@ -36,14 +38,15 @@ class PendingIntent:
 
 @asynccontextmanager
 async def recorded(
-    db: Database, files: FileStore, intent: Intent, session: tuple[str, str, str]
+    db: Database, files: FileStore, intent: Intent, session: tuple[str, str, str], lease: Lease
 ) -> AsyncIterator[PendingIntent]:
-    """Record `intent` for `session` (403 if another user owns it); abandon it unless committed.
+    """Record `intent` for `session` (403 if another user owns it), held under `lease` (this
+    process's owner token, renewed by recovery.keep_leases); abandon it unless committed.
 
     When recording fails nothing else knows the intent's folders, so they are removed.
     """
     try:
-        await attachment_store.begin_intent(db, intent, session)
+        await attachment_store.begin_intent(db, intent, session, *lease.hold())
     except BaseException:
         for folder in intent.folders:
             await files.remove_folder(Path(folder))

@@ -73,6 +73,7 @@ from gateway.devengine.store import (
 
 DEFAULT_TOP_K = 10
 ENGINE_VERSION = "dev"
+ENGINE_NAME = "memory-gateway dev engine"  # in /health; doctor recognises it by this
 
 
 # --- envelopes --------------------------------------------------------------------------------
@@ -289,7 +290,7 @@ def create_dev_engine(database: str = ":memory:") -> Starlette:
     async def health(request: Request) -> Response:
         capabilities = dict.fromkeys(("llm", "embed", "rerank", "multimodal_llm", "parser"), False)
         return JSONResponse({
-            "status": "ok", "version": ENGINE_VERSION, "engine": "memory-gateway dev engine",
+            "status": "ok", "version": ENGINE_VERSION, "engine": ENGINE_NAME,
             "capabilities": capabilities,
             "disabled_features": ["extraction", "vector_search", "profiles", "agent_memory"],
             "cascade": None,

@@ -352,6 +352,8 @@ def _compile(node: Any) -> Predicate:
     checks: list[Predicate] = []
     for key, value in node.items():
         if key in ("AND", "OR"):
+            if value is None:  # generated SDKs (everos-cloud 1.0's FilterNode) send them as null
+                continue
             if not isinstance(value, list):
                 raise FilterError(f"{key} must be an array of filter nodes")
             checks.append(_combine(key, [_compile(child) for child in value]))

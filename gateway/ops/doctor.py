@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
+import asyncpg
 import httpx
 
 from gateway.config import (
@@ -29,8 +30,10 @@ from gateway.config import (
     check_dev_engine_flavor,
     load_settings,
 )
+from gateway.devengine.app import ENGINE_NAME as DEV_ENGINE_NAME
 from gateway.search import page_scan
-from gateway.store import migrations
+from gateway.store import migrations, postgresql
+from gateway.store.database import is_postgresql, run_sync, shown_database
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
@@ -82,10 +85,29 @@ def check_settings(
         yield Check(WARN, "llm", "only one of llm.base_url and llm.model is set: no model is used",
                     "set both to enable the summariser and model disambiguation, or neither")
     yield _check_search(settings)
+    yield from _check_tool_calls(settings)
     if settings.metrics.enabled and settings.server.host not in ("127.0.0.1", "localhost", "::1"):
         yield Check(WARN, "metrics",
                     f"/metrics needs no key and the gateway listens on {settings.server.host}",
                     "firewall /metrics from clients, or set metrics.enabled = false")
+
+
+def _check_tool_calls(settings: Settings) -> Iterator[Check]:
+    from gateway.toolcalls.registry import load_registry
+
+    try:
+        registry = load_registry(settings.tools.registry)
+    except ConfigError as exc:
+        yield Check(FAIL, "tools", str(exc), "correct the registry file (docs/tool-calls.md)")
+    else:
+        names = ", ".join(registry.tools) or "none"
+        yield Check(OK, "tools", f"{len(registry.tools)} from {registry.source}: {names}")
+    if settings.jobs.base_url:
+        yield Check(OK, "jobs", f"confirmed tool calls run on {settings.jobs.base_url}")
+    else:
+        yield Check(WARN, "jobs", "jobs.base_url is empty: confirmed tool calls run on the "
+                    "built-in dev job runner (placeholder images)",
+                    "set jobs.base_url to your job service before real users confirm paid work")
 
 
 def _check_search(settings: Settings) -> Check:
@@ -94,8 +116,9 @@ def _check_search(settings: Settings) -> Check:
     if page_scan.AVAILABLE:
         return Check(OK, "search", "C page scanner built and in use")
     return Check(WARN, "search", "the C page scanner was not built: searches take the Python "
-                 "path, several times slower", "install a C compiler and reinstall "
-                 "(scripts/setup-venv), or set server.native_search = false to silence this")
+                 "path, several times slower", "install a C compiler, then rebuild: "
+                 "`scripts/setup-venv --force` in a checkout, `pip install --force-reinstall "
+                 "--no-deps memory-gateway` otherwise; or set server.native_search = false")
 
 
 # --- database -------------------------------------------------------------------------------
@@ -104,6 +127,9 @@ def _check_search(settings: Settings) -> Check:
 def check_database(settings: Settings, config: str | None = None) -> Iterator[Check]:
     path = Path(settings.storage.database)
     migrate = "memory-gateway migrate" + (f" --config {config}" if config else "")
+    if is_postgresql(settings.storage.database):
+        yield from _check_postgresql(settings.storage.database, migrate)
+        return
     if not path.exists():
         parent = _existing_ancestor(path.parent)
         if not os.access(parent, os.W_OK):
@@ -145,6 +171,41 @@ def check_database(settings: Settings, config: str | None = None) -> Iterator[Ch
         yield from _check_migrations(conn, migrate)
     finally:
         conn.close()
+
+
+async def _postgresql_state(url: str) -> tuple[str, set[int], list[migrations.Migration]]:
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        version = str(await conn.fetchval("SHOW server_version"))
+        waiting = await postgresql.pending(conn)
+        applied = await postgresql.applied(conn)
+        return version, applied, waiting
+    finally:
+        await conn.close()
+
+
+def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
+    shown = shown_database(url)
+    try:
+        version, applied, waiting = run_sync(_postgresql_state(url))
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        yield Check(FAIL, "database", f"cannot reach {shown}: {exc}",
+                    "check that PostgreSQL runs, the host, port, user, password and database "
+                    "name in storage.database, and pg_hba.conf")
+        return
+    yield Check(OK, "database", f"{shown}: PostgreSQL {version} reachable")
+    known = migrations.available()
+    unknown = sorted(applied - {m.version for m in known})
+    if unknown:
+        yield Check(FAIL, "migrations",
+                    f"database has migration(s) this version does not know: {unknown}",
+                    "run the gateway version that created this database, or a newer one")
+    elif waiting:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in waiting)
+        yield Check(WARN, "migrations", f"{len(waiting)} pending: {names}",
+                    f"run `{migrate}` (serve also applies them at start-up)")
+    else:
+        yield Check(OK, "migrations", f"up to date ({len(known)} applied)")
 
 
 def _check_migrations(conn: sqlite3.Connection, migrate: str) -> Iterator[Check]:
@@ -196,7 +257,8 @@ def check_storage(settings: Settings) -> Iterator[Check]:
             return
         yield Check(OK, "storage", f"{root} is writable")
     seen: set[int] = set()
-    for where in (root, Path(settings.storage.database).parent):
+    database = settings.storage.database
+    for where in (root, *(() if is_postgresql(database) else (Path(database).parent,))):
         existing = _existing_ancestor(where)
         device = existing.stat().st_dev
         if device in seen:
@@ -224,6 +286,15 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+def _is_dev_engine(port: int) -> bool:
+    """Whether the built-in dev engine answers on the port (started by a running `serve`)."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}{HEALTH_PATH}", timeout=PROBE_TIMEOUT_S)
+        return answer.status_code == 200 and answer.json().get("engine") == DEV_ENGINE_NAME
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
+
+
 def check_upstream(settings: Settings) -> Iterator[Check]:
     upstream = settings.upstream
     flavor = upstream.flavor
@@ -240,8 +311,13 @@ def check_upstream(settings: Settings) -> Iterator[Check]:
                     f"127.0.0.1:{port} (a development default, not a memory product)",
                     "set upstream.base_url to your EverOS engine for real use")
         if _port_in_use(port):
-            yield Check(WARN, "dev engine", f"port {port} is already in use",
-                        "stop what listens there, or set dev_engine.port")
+            if _is_dev_engine(port):
+                yield Check(OK, "dev engine", f"running on 127.0.0.1:{port} (a running "
+                            "gateway's own, or `memory-gateway dev-upstream`)")
+            else:
+                yield Check(WARN, "dev engine", f"port {port} is already in use by something "
+                            "else: `serve` cannot start its dev engine",
+                            "stop what listens there, or set dev_engine.port")
         return
     base = upstream.base_url.rstrip("/")
     timeout = httpx.Timeout(PROBE_TIMEOUT_S, connect=min(upstream.connect_timeout_s,

@@ -48,17 +48,82 @@ class CanvasLayout:
             col_pick = (cols[len(cols) // 2],) if len(cols) % 2 else cols
             in_rows = {id(n) for row in row_pick for n in row}
             return self._in_reading_order(n for col in col_pick for n in col if id(n) in in_rows)
+        # a corner is the end of the top/bottom row and of the left/right column; when images of
+        # different sizes make those two differ, both are candidates
         vertical, horizontal = position.split("-")
         row = rows[0] if vertical == "top" else rows[-1]
-        col_ids = {id(n) for n in (cols[0] if horizontal == "left" else cols[-1])}
-        corner = [n for n in row if id(n) in col_ids]
-        if not corner:  # ragged layout: the extreme node of that row
-            corner = [row[0] if horizontal == "left" else row[-1]]
-        return self._in_reading_order(corner)
+        col = cols[0] if horizontal == "left" else cols[-1]
+        return self._in_reading_order(
+            (row[0] if horizontal == "left" else row[-1], col[0] if vertical == "top" else col[-1])
+        )
+
+    def line(self, axis: str, index: int | None, count: int = 1) -> tuple[CanvasNode, ...] | None:
+        """A row (left to right) or a column (top to bottom), numbered from 1 or from the end
+        (-1); `None` asks for the middle one; `count` lines from there inwards, in reading order.
+        None when the canvas has no such line."""
+        lines = self.rows if axis == "row" else self.columns
+        if index is None:
+            return lines[len(lines) // 2] if len(lines) % 2 and count == 1 else None
+        if index == 0 or count > len(lines) or abs(index) > len(lines):
+            return None
+        first = index - 1 if index > 0 else len(lines) + index - count + 1
+        if first < 0 or first + count > len(lines):
+            return None
+        if count == 1:
+            return lines[first]
+        return self._in_reading_order(n for line in lines[first : first + count] for n in line)
+
+    def toward(self, position: str, count: int) -> tuple[CanvasNode, ...] | None:
+        """The `count` images nearest a side, a whole column (or row) at a time ("右边三个", "the
+        top two"), or the `count` in the middle of a single row or column. None when whole
+        lines do not add up to that count."""
+        if position == "middle":
+            line = self.rows[0] if len(self.rows) == 1 else None
+            line = line or (self.columns[0] if len(self.columns) == 1 else None)
+            if line is None or (len(line) - count) % 2 or count > len(line):
+                return None
+            skip = (len(line) - count) // 2
+            return self._in_reading_order(line[skip : skip + count])
+        sides = {"left": self.columns, "right": self.columns[::-1], "top": self.rows,
+                 "bottom": self.rows[::-1]}  # fmt: skip
+        if position not in sides:
+            return None
+        picked: list[CanvasNode] = []
+        for line in sides[position]:
+            picked.extend(line)
+            if len(picked) >= count:
+                break
+        return self._in_reading_order(picked) if len(picked) == count else None
+
+    def corners(self) -> tuple[CanvasNode, ...] | None:
+        if len(self.rows) < 2 or len(self.columns) < 2:
+            return None
+        corners = [self.at(c) for c in ("top-left", "top-right", "bottom-left", "bottom-right")]
+        return self._in_reading_order(n for nodes in corners for n in nodes)
 
     def _in_reading_order(self, nodes: Iterable[CanvasNode]) -> tuple[CanvasNode, ...]:
         wanted = {id(n) for n in nodes}
         return tuple(n for n in self.reading_order if id(n) in wanted)
+
+
+def along(line: tuple[CanvasNode, ...], axis: str, position: str) -> tuple[CanvasNode, ...] | None:
+    """A position inside one row (left, right, middle, centre-left/right) or column (top,
+    bottom, middle); two images when the middle of an even line is asked; None for a position
+    the line does not have."""
+    first, last = ("left", "right") if axis == "row" else ("top", "bottom")
+    n = len(line)
+    if position == first:
+        return line[:1]
+    if position == last:
+        return line[-1:]
+    if position == "middle":
+        return line[n // 2 : n // 2 + 1] if n % 2 else line[n // 2 - 1 : n // 2 + 1]
+    if position in ("centre-left", "centre-right") and axis == "row" and n >= 4:
+        # the neighbour of the centre: of 5 the 2nd/4th, of 4 the 2nd/3rd, of 6 the 3rd/4th
+        left = n // 2 - 1
+        right = n // 2 + 1 if n % 2 else n // 2
+        return (line[left],) if position == "centre-left" else (line[right],)
+    return None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ import re
 from typing import Literal
 
 # The kinds of image reference the tables below name (see `Reference` in reference_parsing).
-Kind = Literal["position", "ordinal", "chain", "selection", "upload", "batch", "complement"]
+Kind = Literal[
+    "position", "ordinal", "chain", "selection", "upload", "batch", "complement", "line"
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -16,8 +18,10 @@ Kind = Literal["position", "ordinal", "chain", "selection", "upload", "batch", "
 # one wins (so "上一个版本" beats "上一个", "这个结果" beats "这个").
 # ---------------------------------------------------------------------------------------------
 
-NUM = r"[0-9]+|[零一二两三四五六七八九十百]+"
-BATCH_NUM = r"[0-9]+|[两二三四五六七八九十]+"  # "这一张" is "this one", not a batch
+# Bounded: a number is a few characters, and an unbounded run would make every start position of
+# a long run of digits or numerals scan to its end.
+NUM = r"[0-9]{1,4}|[零一二两三四五六七八九十百]{1,6}"
+BATCH_NUM = r"[0-9]{1,4}|[两二三四五六七八九十]{1,4}"  # "这一张" is "this one", not a batch
 NUM_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
@@ -47,13 +51,9 @@ POSITIONS_ZH: dict[str, tuple[str, ...]] = {
     "top": ("最上面", "最上边", "最上方", "最上", "上面", "上边", "上方", "顶部", "顶上"),
     "bottom": ("最下面", "最下边", "最下方", "最下", "下面", "下边", "下方", "底部", "底下"),
     "middle": ("正中间", "正中央", "中间", "中央", "正中", "居中"),
-}
-# Rows and columns name several images at once.
-POSITION_ROWS_ZH: dict[str, tuple[str, ...]] = {
-    "top": ("上排", "上面一排", "上面那排", "第一排", "上一行", "第一行"),
-    "bottom": ("下排", "下面一排", "下面那排", "最后一排", "下一行", "最后一行"),
-    "left": ("左列", "左边一列", "第一列"),
-    "right": ("右列", "右边一列", "最后一列"),
+    "centre-left": ("中间偏左", "中间靠左", "居中偏左", "正中偏左", "中央偏左"),
+    "centre-right": ("中间偏右", "中间靠右", "居中偏右", "正中偏右", "中央偏右"),
+    "corners": ("四个角落", "四个角上", "四个角", "四角"),
 }
 POSITIONS_EN: dict[str, tuple[str, ...]] = {
     "top-left": ("top left", "upper left", "top left corner", "upper left corner"),
@@ -65,6 +65,9 @@ POSITIONS_EN: dict[str, tuple[str, ...]] = {
     "top": ("top", "upper", "topmost", "uppermost"),
     "bottom": ("bottom", "lower", "bottommost", "lowest"),
     "middle": ("middle", "center", "centre", "central", "centered", "centred"),
+    "centre-left": ("centre left", "center left", "left of centre", "left of center"),
+    "centre-right": ("centre right", "center right", "right of centre", "right of center"),
+    "corners": ("corners", "four corners", "corner ones", "corner images"),
 }
 
 CHAIN_ZH: dict[str, tuple[str, ...]] = {
@@ -109,7 +112,9 @@ CHAIN_EN: dict[str, tuple[str, ...]] = {
         "the (?:very )?(?:earliest|oldest)(?: (?:one|image|picture|photo|version))?",
     ),
     "parent": (
-        "the (?:previous|prior|earlier|last) version",
+        "the (?:previous|prior|earlier) version",
+        "previous version",
+        "one version (?:back|ago|before|earlier)",
         "the version before(?: (?:this|that|it))?",
         "the one before (?:this|that|it|the (?:last )?edit)",
         "the parent(?: image| version| one)?",
@@ -188,6 +193,7 @@ BATCH_ZH: tuple[tuple[str, int | None, bool, bool], ...] = (
     ("这俩", 2, True, False),
     (f"(?P<count>{BATCH_NUM})(?:张|幅|个){ZH_NOUN}?(?:都|全都|全部)", None, True, False),
     (f"(?:所有|全部)的?(?:{ZH_NOUNS}|结果|张)", None, True, False),
+    (f"(?:所有|全部)的?(?P<count>{BATCH_NUM})(?:张|幅|个){ZH_NOUN}?", None, True, False),
     (f"每一?(?:张|幅){ZH_NOUN}?|每个图片?", None, True, False),
     ("它们(?:都|全都|全部)?", None, True, False),
     ("全部|全都|都|统统|通通", None, True, True),
@@ -205,6 +211,7 @@ BATCH_EN: tuple[tuple[str, int | None, bool, bool], ...] = (
     (rf"both(?: of them| {EN_NOUN})?", 2, True, False),
     (rf"(?:these|those)(?: (?P<count>{EN_COUNT}))?(?: {EN_NOUN})?", None, True, False),
     ("them all", None, True, False),
+    ("everything|every one of them|all(?= (?:but|except)\\b)", None, True, False),
     ("them", None, True, True),
 )
 
@@ -276,3 +283,73 @@ BORROW_AFTER = re.compile(
     rf"^\s*(?:的(?:{_STYLE_WORDS})|'s\s+"
     r"(?:style|colou?rs?|palette|composition|lighting|look|pose|mood|vibe))"
 )
+
+# ---------------------------------------------------------------------------------------------
+# Structure words: what the constructions in `patterns.py` combine into rows and columns, counting
+# sides, turn results, version-chain positions and lists.
+# ---------------------------------------------------------------------------------------------
+
+# A line is a row or a column; its place along the other axis is a number or one of these words.
+LINE_AXIS_ZH = {"排": "row", "行": "row", "列": "column"}
+LINE_AXIS_EN = {"row": "row", "rows": "row", "column": "column", "columns": "column"}
+LINE_PLACE: dict[str, str] = {
+    **{w: "first" for w in ("最上面", "最上边", "最上方", "上面", "上边", "顶部", "最上", "上",
+                            "最左边", "最左侧", "左边", "左侧", "最左", "左", "top", "upper",
+                            "topmost", "left", "leftmost", "first")},
+    **{w: "last" for w in ("最下面", "最下边", "最下方", "下面", "下边", "底部", "最下", "下",
+                           "最右边", "最右侧", "右边", "右侧", "最右", "右", "最后", "bottom",
+                           "lower", "bottommost", "right", "rightmost", "last")},
+    **{w: "middle" for w in ("正中间", "中间", "中", "middle", "center", "centre", "central")},
+}  # fmt: skip
+# Words naming the side a count starts from: a row is counted from the left or the right, a
+# column from the top or the bottom; "from the end" is reading order backwards.
+COUNT_FROM: dict[str, tuple[str | None, int]] = {
+    "左": ("row", 1), "右": ("row", -1), "上": ("column", 1), "下": ("column", -1),
+    "顶": ("column", 1), "底": ("column", -1),
+    "left": ("row", 1), "right": ("row", -1), "top": ("column", 1), "bottom": ("column", -1),
+    "end": (None, -1), "last": (None, -1),
+}  # fmt: skip
+# Heads that make an ordinal count the latest turn's results ("第三个结果", "the third variant").
+RESULT_HEAD_ZH = "结果|变体|方案|选项|候选"
+RESULT_HEAD_EN = r"(?:variant|variation|result|output|option|candidate|generation)s?"
+# The demonstrative or head of an image reference that the parse did not read: such a text refers
+# to an image in words the rules cannot follow ("有猫的那张", "the blurry one"): it is asked about.
+UNREAD_ZH = (
+    # a modifier before the demonstrative; a verb or 把 before it is fine ("把那张调亮")
+    r"(?:的|[^\x01\s,.;!?，。；！？把将改用给让对要是选换调和跟与及或再就先都也])"
+    r"(?:那|这)一?(?:张|幅|版)",
+    r"(?:那|这)一?(?:张|幅|个)[^\x01\s,.;!?，。；！？]{1,10}的(?=$|[\s,.;!?，。；！？])",
+    r"的(?:那|这)(?:个|几张|些)",
+    r"第[0-9零一二两三四五六七八九十百]{1,6}(?:排|行|列|张|个|幅|版|号)|倒数",
+    r"[0-9零一二两三四五六七八九十]{1,6}个版本",
+    # an image named by where it is relative to another: "中间那张周围的", "选中的旁边那张"
+    r"\x01的?(?:周围|旁边|附近|隔壁|对面|之间|两边|两侧|上边的|下边的|左边的|右边的)",
+    r"第[0-9零一二两三四五六七八九十百]{1,6}(?=到|至|-|~)",
+)
+UNREAD_EN = (
+    r"\bthe (?:one|ones|image|images|picture|pictures|photo|photos|pic|pics) "
+    r"(?:with|of|that|which|where|showing|having|without|from|in|on|at)\b",
+    r"\bthe (?!(?:same|whole|entire|other|current|edited|new|final|\x01)\b)[a-z]+ "
+    r"(?:one|ones|image|images|picture|pictures|photo|photos|pic|pics)\b"
+    r"(?! (?:shade|bit|step|notch|level|tone|stop|degree|touch)s?\b)",  # "one shade bluer"
+    r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|[0-9]+(?:st|nd|rd|th))"
+    r" (?:row|column|version|variant|result)s?\b",
+    # a row, a column or versions the parse did not take in: "row 2, image 3" half read
+    r"\b(?:rows?|columns?)\b",
+    r"\b(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|a) versions?\b",
+    r"\b(?:next to|beside|around|above|below|under|underneath|near|between|left of|right of)"
+    r"\s+(?:the\s+)?\x01",
+)
+# Cues that mean "all of them but": the rest of the images are the targets ("除了第二张", "all but
+# the last"); other negation cues only take images out ("不要改左边那张").
+ALL_BUT = re.compile(
+    r"^(?:除了|除去|除开|除却)|\b(?:except(?: for)?|excluding|other than|but|apart from)\b"
+)
+# A line and what is counted in it: "第二排 second one", "third row 第一个" / "the rightmost in
+# the bottom row".
+LINE_BEFORE = re.compile(
+    r"^\s*(?:的|里的|中的|里面的|里面|里边的|里边|当中的|当中|之中的|里|中|,|，)?\s*$"
+)
+LINE_AFTER = re.compile(r"^\s*(?:in|of|on|from|在)\s*$")
+# "all but the last", "everything except the corners": "but" right after a batch word is a cue
+BUT_AFTER_BATCH = r"|(?<=\x01 )but\b"

@@ -1,234 +1,86 @@
 """The text-reference parser: which images a chat message names, in Chinese and English.
 
-Pure functions over a string. `gateway/resolution/resolver.py` decides what the references
-point at; this module only finds them, folds compounds ("选中的第二张", "the original of the left
-one") and marks each as a target, an exclusion ("不要改选中的", "not the left one") or a
-source ("像原图一样").
-To add an expression, add its words to `gateway/resolution/lexicon.py` (a new construction goes in
-`gateway/resolution/patterns.py`) and a row to `tests/test_resolution_rules.py`.
+Pure functions over a string, in three steps: normalise the text (`normalise.py`), find every
+construction of `patterns.py` in it and read each match into the reference structure
+(`construct.py`, `reference.py`), then compose: fold a group or a line with what is counted in it
+("选中的第二张", "第三排第二个", "the rightmost in the bottom row"), mark each reference a target,
+an exclusion ("不要改选中的", "all but the last") or a source ("像原图一样"), and keep the words
+that refer to an image but were not read ("有猫的那张"). `resolver.py` decides what the
+references point at.
+To add an expression, add its words to `lexicon.py` (a new construction goes in `patterns.py`)
+and a row to the table in `tests/resolution_cases/cases.py`.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-import unicodedata
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import replace
 
+from gateway.resolution.construct import build_references
 from gateway.resolution.lexicon import (
+    ALL_BUT,
     ANCHOR_AFTER,
     ANCHOR_BEFORE,
     BORROW_AFTER,
     BORROW_BEFORE,
     BREAK,
+    BUT_AFTER_BATCH,
     EITHER,
-    EN_PLURAL,
     JOIN,
+    LINE_AFTER,
+    LINE_BEFORE,
     NEGATION_POST_EN,
     NEGATION_POST_ZH,
     NEGATION_PRE_EN,
     NEGATION_PRE_ZH,
-    NUM_WORDS,
-    ORDINAL_WORDS,
     POST_GAP,
     SCOPE_AFTER,
     SCOPE_BEFORE,
     SOURCE_AFTER,
     SOURCE_EN,
     SOURCE_ZH,
-    Kind,
+    UNREAD_EN,
+    UNREAD_ZH,
 )
-from gateway.resolution.patterns import PATTERNS, POSITION_LOOKUP, Pattern
+from gateway.resolution.normalise import normalise_text, parse_number
+from gateway.resolution.patterns import PATTERNS
+from gateway.resolution.reference import ParsedText, Reference, Role
 
-Role = Literal["target", "excluded", "source"]
+# the parser's public names; the structure and the normaliser are re-exported from their modules
+__all__ = ["ParsedText", "Reference", "Role", "normalise_text", "parse_number", "parse_references"]
 
 _MAX_CUE_GAP = 24
+_AFTER_WINDOW = 48  # what SOURCE_AFTER / BORROW_AFTER read after a reference
 _SCOPE_KINDS = ("selection", "upload", "batch")
 _ANCHOR_KINDS = ("position", "ordinal", "selection", "upload")
-
-
-@dataclass(frozen=True)
-class Reference:
-    """One mention of an image in the text.
-
-    `value` per kind: position → top-left|top-right|bottom-left|bottom-right|left|right|top|bottom|
-    middle; ordinal → "nth" (see `index`); chain → root|parent|latest; selection → selected|this;
-    upload → uploaded; batch → all; complement → other.
-    """
-
-    kind: Kind
-    value: str
-    start: int
-    end: int
-    index: int | None = None  # ordinals: 1-based from the start, negative from the end (-1 = last)
-    count: int | None = None  # how many images the words name: "这三张", "左边两张", "前两张"
-    plural: bool = False  # the words name several images
-    weak: bool = False  # "这张", "this one", "都": never outranks the priority order on its own
-    role: Role = "target"
-    scope: Reference | None = None  # ordinals/positions: the group counted; chain: the anchor
-    either: bool = False  # joined to the previous reference by "或 / or": one of them, not both
-
-    def describe(self) -> str:
-        """A few English words for reasons: "the left image", "the 2nd image", "the original"."""
-        if self.kind == "position":
-            text = f"the {self.value} image" + ("s" if self.plural or self.count else "")
-        elif self.kind == "ordinal":
-            text = _describe_ordinal(self.index or 1, self.count)
-        elif self.kind == "chain":
-            text = {"root": "the original", "parent": "the previous version"}.get(
-                self.value, "the latest result"
-            )
-        elif self.kind == "selection":
-            text = "the selected image" if self.value == "selected" else "this image"
-        elif self.kind == "upload":
-            text = "the uploaded image"
-        elif self.kind == "batch":
-            text = f"these {self.count} images" if self.count else "all of them"
-        else:
-            text = "the other image" + ("s" if self.plural else "")
-        if self.scope is None:
-            return text
-        if self.kind == "chain":
-            return f"{text} of {self.scope.describe()}"
-        groups = {
-            "selection": "the selection",
-            "upload": "the uploads",
-            "chain": "the latest results",
-        }
-        return f"{text} of {groups.get(self.scope.kind) or self.scope.describe()}"
-
-
-def _describe_ordinal(index: int, count: int | None) -> str:
-    n = count or 1
-    if index > 0:
-        head = f"the first {n}" if n > 1 and index == 1 else f"the {_nth(index)}"
-    else:
-        head = (
-            f"the last {n}"
-            if n > 1
-            else ("the last" if index == -1 else f"the {_nth(-index)} to last")
-        )
-    return head + (" images" if n > 1 else " image")
-
-
-def _nth(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def normalise_text(text: str) -> str:
-    """NFKC (full-width digits and punctuation become ASCII), lower case, single spaces."""
-    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'").replace("\u2018", "'")
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def parse_number(word: str) -> int | None:
-    """ "3", "三", "十二", "两", "three" → int; None when it is not a small number."""
-    if word.isascii() and word.isdigit():
-        return int(word) if len(word) <= 4 else None
-    if word in NUM_WORDS:
-        return NUM_WORDS[word]
-    digits = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
-              "八": 8, "九": 9}  # fmt: skip
-    total, current = 0, 0
-    for char in word:
-        if char in digits:
-            current = digits[char]
-        elif char == "十":
-            total += (current or 1) * 10
-            current = 0
-        elif char == "百":
-            total += (current or 1) * 100
-            current = 0
-        else:
-            return None
-    value = total + current
-    return value if 0 < value < 1000 else None
-
-
-def _parse_ordinal_word(word: str) -> int | None:
-    if word in ORDINAL_WORDS:
-        return ORDINAL_WORDS[word]
-    digits = re.match(r"^([0-9]+)(?:st|nd|rd|th)$", word)
-    return parse_number(digits.group(1)) if digits else None
-
-
-def _build(pattern: Pattern, match: re.Match[str]) -> Reference | None:
-    groups = {k: v for k, v in match.groupdict().items() if v}
-    plural = pattern.plural or bool(EN_PLURAL.search(match.group(0)))
-    ref = Reference(
-        pattern.kind, pattern.value, match.start(), match.end(), pattern.index, pattern.count,
-        plural, pattern.weak,
-    )  # fmt: skip
-    raw_count = groups.get("count")
-    if raw_count in ("几", "些"):
-        ref = replace(ref, plural=True)
-    elif raw_count is not None:
-        count = parse_number(raw_count)
-        if count is None:
-            return None
-        if count > 1:
-            ref = replace(ref, count=count, plural=True)
-    if pattern.kind == "position":
-        return _build_position(ref, groups)
-    if pattern.kind == "ordinal":
-        return _build_ordinal(ref, groups)
-    return ref
-
-
-def _build_position(ref: Reference, groups: dict[str, str]) -> Reference | None:
-    word = groups.get("pos") or groups.get("row", "")
-    key = re.sub(r"[\s-]+", " ", word)
-    value = POSITION_LOOKUP.get(key)
-    if value is None:
-        return None
-    return replace(ref, value=value, plural=ref.plural or "row" in groups)
-
-
-def _build_ordinal(ref: Reference, groups: dict[str, str]) -> Reference | None:
-    if "n" in groups:
-        n = parse_number(groups["n"])
-        return replace(ref, index=n) if n else None
-    if "ord" in groups:
-        n = _parse_ordinal_word(groups["ord"])
-        return replace(ref, index=n) if n else None
-    if "rev" in groups:
-        n = _parse_ordinal_word(groups["rev"]) or parse_number(groups["rev"])
-        return replace(ref, index=-n) if n and n > 0 else None
-    if "pen" in groups:
-        return replace(ref, index=-2)
-    if "first" in groups or "last" in groups:
-        n = parse_number(groups.get("first") or groups.get("last", ""))
-        if not n:
-            return None
-        return replace(ref, index=1 if "first" in groups else -1, count=n, plural=n > 1)
-    return ref if ref.index is not None else None
+_SCRIPTS = {"cjk": re.compile("[\u3400-\u9fff]"), "latin": re.compile("[a-z]")}
 
 
 def _scan(text: str) -> list[Reference]:
-    found: list[tuple[int, int, int, Reference]] = []
+    found: list[tuple[int, int, int, list[Reference]]] = []
+    scripts = {name for name, regex in _SCRIPTS.items() if regex.search(text)}
     for pattern in PATTERNS:
+        if not pattern.needs <= scripts:
+            continue
         for match in pattern.regex.finditer(text):
             if match.end() == match.start():
                 continue
-            ref = _build(pattern, match)
-            if ref is not None:
-                if ref.kind == "position" and "row" in match.groupdict() and match.group("row"):
-                    ref = _fix_column(ref, match.group(0))
-                found.append((-(ref.end - ref.start), pattern.priority, ref.start, ref))
+            built = build_references(pattern, match)
+            if built:
+                length = match.end() - match.start()
+                found.append((-length, pattern.priority, match.start(), built))
     found.sort(key=lambda item: item[:3])
     taken: list[Reference] = []
-    for _, _, _, ref in found:
-        if all(ref.end <= other.start or ref.start >= other.end for other in taken):
-            taken.append(ref)
+    used = bytearray(len(text))  # characters already read by a longer (or preferred) match
+    for _, _, _, refs in found:
+        if not any(any(used[r.start : r.end]) for r in refs):
+            taken.extend(refs)
+            for r in refs:
+                used[r.start : r.end] = b"\x01" * (r.end - r.start)
     return sorted(taken, key=lambda r: r.start)
-
-
-def _fix_column(ref: Reference, matched: str) -> Reference:
-    if "column" in matched and ref.value in ("top", "bottom"):
-        return replace(ref, value="left" if ref.value == "top" else "right")
-    return ref
 
 
 def _fold(text: str, refs: list[Reference]) -> list[Reference]:
@@ -253,6 +105,11 @@ def _is_anchor(ref: Reference) -> bool:
 def _fold_pair(text: str, a: Reference, b: Reference) -> Reference | None:
     gap = text[a.end : b.start]
     counted = ("ordinal", "position")
+    # "第二排 second one", "third row 第一个" / "the rightmost in the bottom row"
+    if a.kind == "line" and b.kind in counted and b.scope is None and LINE_BEFORE.match(gap):
+        return replace(b, start=a.start, scope=a)
+    if a.kind in counted and a.scope is None and b.kind == "line" and LINE_AFTER.match(gap):
+        return replace(a, end=b.end, scope=b)
     if _is_group(a) and not a.weak and b.kind in counted and SCOPE_BEFORE.match(gap):
         return replace(b, start=a.start, scope=a)
     if a.kind in counted and _is_group(b) and not b.weak and SCOPE_AFTER.match(gap):
@@ -265,6 +122,35 @@ def _fold_pair(text: str, a: Reference, b: Reference) -> Reference | None:
     if a.kind == "chain" and a.value in relative and _is_anchor(b) and ANCHOR_AFTER.match(gap):
         return replace(a, end=b.end, scope=b)
     return None
+
+
+def _shared_item(text: str, refs: list[Reference]) -> list[Reference]:
+    """ "第一排和第三排的第一个": lines listed before an image read inside a line each get it."""
+    out = list(refs)
+    for i, ref in enumerate(refs):
+        line = ref.scope
+        if ref.kind not in ("ordinal", "position") or line is None or line.kind != "line":
+            continue
+        j = i - 1
+        while j >= 0 and _is_bare_line(refs[j], line) and _joined(text, refs[j], refs[j + 1]):
+            out[j] = replace(ref, start=refs[j].start, end=refs[j].end, scope=refs[j])
+            j -= 1
+    return out
+
+
+def _is_bare_line(ref: Reference, like: Reference) -> bool:
+    return ref.kind == "line" and ref.axis == like.axis and ref.count is None
+
+
+def _shared_count(text: str, refs: list[Reference]) -> list[Reference]:
+    """ "左上和右下那两张": a count after a list counts the list, not the last item."""
+    out = list(refs)
+    for i, ref in enumerate(refs):
+        if ref.count and i:
+            run = _joined_run(text, refs, i, -1, limit=ref.count + 1)
+            if len(run) == ref.count:
+                out[i] = replace(ref, count=None, plural=False)
+    return out
 
 
 def _mask(text: str, refs: list[Reference]) -> str:
@@ -291,44 +177,55 @@ def _cues(masked: str, pre: str, post: str | None) -> Iterator[tuple[int, int, b
             yield start, end, may_post
 
 
-def _joined_run(text: str, refs: list[Reference], first: int, step: int) -> list[int]:
-    """Indices of refs[first] and its neighbours joined to it by "和/and/、" only."""
+def _joined(text: str, left: Reference, right: Reference) -> bool:
+    """Whether only "和/and/、/the…" stand between two references (nothing at all is not joined)."""
+    gap = text[left.end : right.start]
+    return bool(gap) and JOIN.match(gap) is not None
+
+
+def _joined_run(
+    text: str, refs: list[Reference], first: int, step: int, limit: int | None = None
+) -> list[int]:
+    """Indices of refs[first] and its neighbours joined to it by "和/and/、" only (at most
+    `limit` of them)."""
     run = [first]
     j = first
-    while 0 <= j + step < len(refs):
+    while 0 <= j + step < len(refs) and (limit is None or len(run) < limit):
         left, right = (refs[j], refs[j + step]) if step > 0 else (refs[j + step], refs[j])
-        if not JOIN.match(text[left.end : right.start]):
+        if not _joined(text, left, right):
             break
         j += step
         run.append(j)
     return run
 
 
+def _start(ref: Reference) -> int:
+    return ref.start
+
+
 def _reach_forward(text: str, refs: list[Reference], cue_end: int) -> list[int]:
-    for i, ref in enumerate(refs):
-        if ref.start < cue_end:
-            continue
-        gap = text[cue_end : ref.start]
-        if len(gap) > _MAX_CUE_GAP or BREAK.search(gap):
-            return []
-        return _joined_run(text, refs, i, 1)
-    return []
+    """The first reference after a cue (and those joined to it), if the cue reaches it."""
+    i = bisect_left(refs, cue_end, key=_start)  # refs are disjoint, in text order
+    if i == len(refs):
+        return []
+    gap = text[cue_end : refs[i].start]
+    if len(gap) > _MAX_CUE_GAP or BREAK.search(gap):
+        return []
+    return _joined_run(text, refs, i, 1)
 
 
 def _reach_backward(text: str, refs: list[Reference], cue_start: int) -> list[int]:
-    for i in range(len(refs) - 1, -1, -1):
-        ref = refs[i]
-        if ref.end > cue_start:
-            continue
-        if not POST_GAP.match(text[ref.end : cue_start]):
-            return []
-        return _joined_run(text, refs, i, -1)
-    return []
+    i = bisect_right(refs, cue_start, key=lambda r: r.end) - 1
+    if i < 0 or not POST_GAP.match(text[refs[i].end : cue_start]):
+        return []
+    return _joined_run(text, refs, i, -1)
 
 
-def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
+def _assign_roles(text: str, refs: list[Reference]) -> tuple[list[Reference], bool]:
+    """Each reference's role, and whether the text asks for all images but the excluded ones."""
     masked = _mask(text, refs)
     roles: dict[int, Role] = {}
+    all_but = [False]
     # Batch words are fillers for cue reach, never excluded themselves.
     cuable = [r for r in refs if r.kind != "batch"]
     for _, end, _ in _cues(masked, SOURCE_ZH + "|" + SOURCE_EN, None):
@@ -336,11 +233,11 @@ def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
             roles[cuable[i].start] = "source"
     for i, ref in enumerate(cuable):
         before = text[max(0, ref.start - 8) : ref.start]
-        after = text[ref.end :]
+        after = text[ref.end : ref.end + _AFTER_WINDOW]
         borrowed = BORROW_BEFORE.search(before) and BORROW_AFTER.match(after)
         if borrowed or SOURCE_AFTER.match(after):
             roles[cuable[i].start] = "source"
-    pre = NEGATION_PRE_ZH + "|" + NEGATION_PRE_EN
+    pre = NEGATION_PRE_ZH + "|" + NEGATION_PRE_EN + BUT_AFTER_BATCH
     post = NEGATION_POST_ZH + "|" + NEGATION_POST_EN
     for start, end, may_post in _cues(masked, pre, post):
         hits: list[int] = []
@@ -351,31 +248,47 @@ def _assign_roles(text: str, refs: list[Reference]) -> list[Reference]:
             hits = _reach_forward(text, cuable, end)
         for i in hits:
             roles[cuable[i].start] = "excluded"
+        if hits and ALL_BUT.search(masked[start:end]):
+            all_but[0] = True
         if hits:
             # batch words inside a negated stretch ("其他的都不变") go with it
             low = min(start, cuable[hits[0]].start, cuable[hits[-1]].start)
             high = max(end, cuable[hits[0]].end, cuable[hits[-1]].end)
-            for ref in refs:
-                if ref.kind == "batch" and low <= ref.start and ref.end <= high:
+            for ref in itertools.islice(refs, bisect_left(refs, low, key=_start), None):
+                if ref.end > high:
+                    break
+                if ref.kind == "batch":
                     roles[ref.start] = "excluded"
     out = [replace(r, role=roles.get(r.start, "target")) for r in refs]
     for i in range(1, len(out)):
         if EITHER.match(text[out[i - 1].end : out[i].start]):
             out[i] = replace(out[i], either=True)
-    return out
+    return out, all_but[0]
 
 
-@dataclass(frozen=True)
-class ParsedText:
-    text: str  # the normalised text the spans refer to
-    references: tuple[Reference, ...]
+def _unread(text: str, refs: list[Reference]) -> tuple[str, ...]:
+    """Words that refer to an image but no construction read, and two images named side by side
+    with words between them that say neither "and" nor "in" ("第二排的左边第二张" read as "the
+    left of row 2" plus "the 2nd image"): the parse did not find how they go together."""
+    masked = _mask(text, refs)
+    unread = [m.group(0) for regex in _UNREAD for m in regex.finditer(masked)]
+    named = [r for r in refs if r.role == "target" and not r.weak and r.kind in _NAMING]
+    for a, b in zip(named, named[1:], strict=False):
+        gap = text[a.end : b.start]
+        joined = gap.strip() and (JOIN.match(gap) or EITHER.match(gap))
+        if not (joined or BREAK.search(gap)):
+            unread.append(text[a.start : b.end])
+    return tuple(unread)
 
-    def with_role(self, role: Role) -> tuple[Reference, ...]:
-        return tuple(r for r in self.references if r.role == role)
+
+_NAMING = ("position", "ordinal", "line", "chain", "selection", "upload")
+_UNREAD = tuple(re.compile(fragment) for fragment in (*UNREAD_ZH, *UNREAD_EN))
 
 
 def parse_references(text: str) -> ParsedText:
     """Every image reference in `text`, in order, compounds folded and roles assigned."""
     normalised = normalise_text(text)
-    refs = _fold(normalised, _scan(normalised))
-    return ParsedText(normalised, tuple(_assign_roles(normalised, refs)))
+    folded = _fold(normalised, _scan(normalised))
+    refs = _shared_count(normalised, _shared_item(normalised, folded))
+    with_roles, all_but = _assign_roles(normalised, refs)
+    return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, with_roles))

@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from re import _parser as _regex_parser  # type: ignore[attr-defined]
+from typing import Any
 
 from gateway.resolution.lexicon import (
     BATCH_EN,
@@ -19,10 +22,13 @@ from gateway.resolution.lexicon import (
     EN_IMAGE,
     EN_NOUN,
     EN_ORD,
+    LINE_PLACE,
     NUM,
-    POSITION_ROWS_ZH,
+    NUM_WORDS,
     POSITIONS_EN,
     POSITIONS_ZH,
+    RESULT_HEAD_EN,
+    RESULT_HEAD_ZH,
     SELECTION_EN,
     SELECTION_ZH,
     THIS_EN,
@@ -35,6 +41,49 @@ from gateway.resolution.lexicon import (
 )
 
 
+def _char_script(code: int) -> str | None:
+    if 0x3400 <= code <= 0x9FFF:
+        return "cjk"
+    return "latin" if chr(code).isascii() and chr(code).isalpha() else None
+
+
+def _required(items: Any) -> frozenset[str]:
+    """The scripts (cjk, latin) every match of a parsed regex must contain a character of.
+
+    Conservative: an optional part, a lookaround or a class mixing scripts requires nothing.
+    """
+    need: set[str] = set()
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            script = _char_script(av)
+            need |= {script} if script else set()
+        elif name == "IN":
+            scripts = set()
+            for member, value in av:
+                if str(member) == "LITERAL":
+                    scripts.add(_char_script(value))
+                elif str(member) == "RANGE":
+                    scripts |= {_char_script(value[0]), _char_script(value[1])}
+                else:
+                    scripts.add(None)
+            if len(scripts) == 1 and None not in scripts:
+                need |= scripts  # type: ignore[arg-type]
+        elif name == "BRANCH":
+            need |= frozenset.intersection(*(_required(branch) for branch in av[1]))
+        elif name == "SUBPATTERN":
+            need |= _required(av[-1])
+        elif name == "ATOMIC_GROUP":
+            need |= _required(av)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and av[0] >= 1:
+            need |= _required(av[2])
+    return frozenset(need)
+
+
+def required_scripts(regex: re.Pattern[str]) -> frozenset[str]:
+    return _required(_regex_parser.parse(regex.pattern, regex.flags))
+
+
 @dataclass(frozen=True)
 class Pattern:
     kind: Kind
@@ -45,6 +94,12 @@ class Pattern:
     count: int | None = None
     plural: bool = False
     weak: bool = False
+    results: bool = False  # an ordinal that counts the most recent turn's results
+
+    @cached_property
+    def needs(self) -> frozenset[str]:
+        """Scripts a text must contain for this pattern to be worth running on it."""
+        return required_scripts(self.regex)
 
 
 def _alternation(fragments: Iterable[str]) -> str:
@@ -64,7 +119,6 @@ def _compile(fragment: str) -> re.Pattern[str]:
 
 def _position_patterns() -> list[Pattern]:
     zh_pos = _alternation(w for words in POSITIONS_ZH.values() for w in words)
-    zh_rows = _alternation(w for words in POSITION_ROWS_ZH.values() for w in words)
     en_pos = _alternation(w.replace(" ", "[\\s-]+") for ws in POSITIONS_EN.values() for w in ws)
     after_de = (
         r"(?=$|[\s,.;:!?，。；：！？、)）]|和|与|跟|及|以|还|也|都|再|改|换|变|调|弄|做|修|去|删|"
@@ -83,7 +137,8 @@ def _position_patterns() -> list[Pattern]:
     en = [
         rf"\b(?:the )?(?P<pos>{en_pos})(?:[\s-]+most)?(?:[\s-]+(?:side|corner))?[\s-]+{EN_IMAGE}\b",
         rf"\b(?:one|ones|image|images|picture|pictures|photo|photos|pics?)\s+(?:on|at|in)\s+"
-        rf"(?:the\s+)?(?:very\s+)?(?P<pos>{en_pos})(?:\s+(?:side|corner|edge|row|column))?\b",
+        rf"(?:the\s+)?(?:very\s+)?(?P<pos>{en_pos})(?:\s+(?:side|corner|edge))?\b"
+        r"(?!\s+(?:row|column)s?\b)",
         rf"\bthe\s+(?P<pos>{en_pos})\s+(?P<count>{EN_COUNT})\b(?:\s+{EN_NOUN})?",
         rf"\bthe\s+(?P<count>{EN_COUNT})\s+(?:{EN_NOUN}\s+)?(?:on|at|in)\s+the\s+(?P<pos>{en_pos})"
         r"(?:\s+(?:side|corner|row|column))?\b",
@@ -91,15 +146,104 @@ def _position_patterns() -> list[Pattern]:
         # "the left or the right one", "the top and bottom images"
         rf"\b(?:the\s+)?(?P<pos>{en_pos})(?=\s+(?:and|or)\s+(?:the\s+)?(?:{en_pos})[\s-]+{EN_IMAGE}\b)",
     ]
+    # Chinese mixed with English: an English position with a Chinese head ("top-left 的那个",
+    # "left 那张") and a Chinese position with an English head ("the 最右边 one").
+    zh += [
+        rf"\b(?P<pos>{en_pos})\s*(?:的)?\s*(?:那|这)?(?P<count>{BATCH_NUM}|一)?{ZH_CLASSIFIER}{ZH_NOUN}?",
+        rf"\b(?P<pos>{en_pos})\s*的{after_de}",
+        rf"(?P<pos>{zh_pos})(?:的)?\s*(?:(?:that|this|the)\s+)?{EN_IMAGE}\b",
+        # the whole message is a position: "中间偏左", "centre-right"
+        rf"^(?P<pos>{zh_pos})(?:的|那张|那个)?$",
+        rf"^(?:the\s+)?(?P<pos>{en_pos})(?:[\s-]+most)?(?:\s+{EN_IMAGE})?[.!]?$",
+        rf"(?P<pos>{_alternation(POSITIONS_ZH['corners'])})(?:上|里)?(?:的)?(?:那|这)?"
+        rf"(?:{BATCH_NUM}|几)?{ZH_CLASSIFIER}?{ZH_NOUN}?",
+    ]
+    en += [
+        # "the top of the right column", "the rightmost in the bottom row": read with the line
+        rf"\bthe\s+(?P<pos>{en_pos})(?:[\s-]*most)?(?:\s+{EN_IMAGE})?(?=\s+(?:in|of|on)\s+the\b)",
+        r"\b(?:the\s+)?(?:four\s+)?(?P<pos>corners)\b(?:\s+(?:ones|images|pictures|photos))?",
+    ]
     patterns = [Pattern("position", "", _compile(p), 5) for p in zh]
     patterns += [Pattern("position", "", re.compile(p), 5) for p in en]
-    patterns.append(Pattern("position", "", _compile(f"(?P<row>{zh_rows})"), 5, plural=True))
-    rows_en = r"\bthe\s+(?P<row>top|bottom|upper|lower|first|last)\s+row\b"
-    cols_en = r"\bthe\s+(?P<row>left|right|first|last)\s+column\b"
-    patterns += [
-        Pattern("position", "", re.compile(p), 5, plural=True) for p in (rows_en, cols_en)
-    ]
     return patterns
+
+
+# ---------------------------------------------------------------------------------- lines
+#
+# A row or a column, named by number from either end or by place, alone ("最下面一排", "the whole
+# second column", a set) or with the image inside it ("第三排第二个", "third row, second picture").
+
+_LINE_PLACE_ZH = _alternation(w for w in LINE_PLACE if not w.isascii())
+_LINE_PLACE_EN = _alternation(w for w in LINE_PLACE if w.isascii())
+_EN_ORD_LAST = f"{EN_ORD}|last"
+
+
+def _line_patterns() -> list[Pattern]:
+    zh_pos = _alternation(w for words in POSITIONS_ZH.values() for w in words)
+    en_pos = _alternation(w.replace(" ", "[\\s-]+") for ws in POSITIONS_EN.values() for w in ws)
+    from_side = r"从(?P<lfrom>上|下|左|右|顶|底)(?:边|面|部)?(?:往|向)?(?:上|下|左|右)?数?起?的?"
+    zh_line = (
+        rf"(?:整个|整)?(?:倒数第(?P<lrev>{NUM})|{from_side}第(?P<lfromn>{NUM})|第(?P<ln>{NUM})"
+        rf"|(?P<lword>{_LINE_PLACE_ZH}|\b(?:{_LINE_PLACE_EN})\s*)(?:的)?(?:那|这)?"
+        rf"(?:一|(?P<lcount>{BATCH_NUM}))?)(?P<axis>排|行|列)"
+    )
+    zh_item = (
+        rf"(?:的|里的|中的|里面的|里面|里|中|,|，)?\s*(?:倒数第(?P<irev>{NUM})"
+        rf"|(?:从?(?P<iside>左|右)(?:边|面|侧)?(?:往(?:左|右))?(?:数起?|起)?的?)?第(?P<in>{NUM})"
+        rf"|(?P<ipos>{zh_pos}))(?:的)?(?:那|这)?一?{ZH_CLASSIFIER}?{ZH_NOUN}?"
+        rf"|(?:的)?(?P<single>(?:那|这)一?{ZH_CLASSIFIER}){ZH_NOUN}?"
+    )
+    en_line = (
+        rf"\b(?:the\s+)?(?:whole\s+|entire\s+)?(?P<lword>{EN_ORD}|{_LINE_PLACE_EN})(?:[\s-]*most)?"
+        rf"\s+(?P<axis>row|column)s?(?:\s+from\s+the\s+(?P<lend>top|bottom|left|right|end))?"
+    )
+    en_numbered = (
+        rf"\b(?P<axis>row|column)\s*#?\s*(?P<ln>[0-9]+|{'|'.join(NUM_WORDS)})\b"
+    )
+    en_item = (
+        rf"(?:\s*,\s*|\s+)(?:the\s+)?(?:(?P<iord>{_EN_ORD_LAST})(?:[\s-]+(?:to[\s-]+)?(?P<ilast>last))?"
+        rf"|(?P<ipos>{en_pos})(?:[\s-]*most)?|(?:image|picture|photo|pic|one)\s*#?\s*(?P<in>[0-9]+))"
+        rf"(?:\s+{EN_IMAGE})?\b"
+    )
+    zh_list = (
+        rf"第(?P<llist>(?:{NUM})(?:(?:和|、|跟|与|,|，)第?(?:{NUM})){{1,9}})(?P<axis>排|行|列)"
+    )
+    en_count = (
+        rf"\b(?:the\s+)?(?:(?P<lword>{_LINE_PLACE_EN})(?:[\s-]*most)?\s+(?P<lcount>{EN_COUNT})"
+        rf"|(?P<lcount2>{EN_COUNT})\s+(?P<lword2>{_LINE_PLACE_EN})(?:[\s-]*most)?)"
+        r"\s+(?P<axis>row|column)s\b"
+    )
+    en_list = (
+        rf"\b(?:the\s+)?(?P<llist>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
+        rf"(?:{_EN_ORD_LAST})){{1,9}})\s+(?P<axis>row|column)s\b"
+    )
+    # a place of a row then a place along it, or of a column then along it: "最下面中间那张",
+    # "上面左边那张", "左边中间那张", "the top middle one", "the bottom centre image"
+    tail = rf"(?:的)?(?:那|这)?一?{ZH_CLASSIFIER}?{ZH_NOUN}?"
+    row_then = (
+        r"(?P<lword>最上面|最上边|上面|上边|顶部|最下面|最下边|下面|下边|底部|中间)(?:一排)?的?"
+        rf"(?P<ipos>最左边|左边|最右边|右边|正中间|中间){tail}(?P<rowaxis>)"
+    )
+    column_then = (
+        r"(?P<lword>最左边|左边|最左|最右边|右边|最右)(?:一列)?的?"
+        rf"(?P<ipos>最上面|上面|最下面|下面|正中间|中间){tail}(?P<columnaxis>)"
+    )
+    en_then = (
+        r"\b(?:the\s+)?(?:(?P<lword>top|bottom|upper|lower)[\s-]+(?P<ipos>middle|center|centre)"
+        r"|(?P<lword2>middle)[\s-]+(?P<ipos2>left|right))(?:[\s-]+(?:one|image|picture|photo))?\b"
+        r"(?P<rowaxis>)"
+    )
+    return [
+        Pattern("line", "", _compile(row_then), 5, plural=True),
+        Pattern("line", "", _compile(column_then), 5, plural=True),
+        Pattern("line", "", re.compile(en_then), 5, plural=True),
+        Pattern("line", "", _compile(zh_line + f"(?:{zh_item})?"), 5, plural=True),
+        Pattern("line", "", re.compile(en_line + f"(?:{en_item})?"), 5, plural=True),
+        Pattern("line", "", re.compile(en_numbered + f"(?:{en_item})?"), 5, plural=True),
+        Pattern("line", "", _compile(zh_list), 5, plural=True),
+        Pattern("line", "", re.compile(en_list), 5, plural=True),
+        Pattern("line", "", re.compile(en_count), 5, plural=True),
+    ]
 
 
 def _ordinal_patterns() -> list[Pattern]:
@@ -114,6 +258,9 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"(?<![之以然最])后(?P<last>{BATCH_NUM})(?:张|个|幅)", None),
         (rf"(?<![原底参母源初始贴])图(?P<n>{NUM})(?!样|下|点|些|起|直|定|致|般|共|模|标|层)", None),
         (rf"(?P<n>{NUM})号(?:图片|图像|图|作品)", None),
+        # "把3号调亮": a number with 号 before a verb or a boundary ("3号色", "12月3号" are not)
+        (rf"(?<![月0-9])(?P<n>{NUM})号(?=$|[\s,.;!?，。；！？]|(?:那|这)(?:张|幅)|的|调|改|换|再|变|加|去|删|用)",
+         None),
     ]
     en = [
         (
@@ -135,7 +282,94 @@ def _ordinal_patterns() -> list[Pattern]:
             None,
         ),
     ]
-    return [Pattern("ordinal", "nth", re.compile(p), 4, index=i) for p, i in zh + en]
+    side_zh = r"(?:从)?(?P<side>左|右|上|下|顶|底)(?:边|面|侧|部)?(?:往(?:左|右|上|下))?"
+    en_head = r"(?:one|image|picture|photo|pic)"
+    counted = [
+        # counting from a side: "从右数第二个", "右边第二个", "third from the right",
+        # "second from last"
+        (rf"{side_zh}(?:数起?|起)的?第(?P<n>{NUM}){ZH_CLASSIFIER}?{ZH_NOUN}?", None),
+        (rf"(?P<side>左|右)(?:边|面|侧)的?第(?P<n>{NUM}){ZH_CLASSIFIER}{ZH_NOUN}?", None),
+        (rf"\b(?:the\s+)?(?P<ord>{EN_ORD})(?:[\s-]+{en_head})?[\s-]+from[\s-]+(?:the[\s-]+)?"
+         r"(?P<side>left|right|top|bottom|end|last)\b", None),
+        # lists sharing one head: "第1、3、5张", "1st and 3rd", "first, third and fifth"
+        (rf"第(?P<list>(?:{NUM})(?:(?:、|,|，|和|跟|与)第?(?:{NUM})){{1,9}})"
+         rf"{ZH_CLASSIFIER}{ZH_NOUN}?", None),
+        (rf"\b(?:the\s+)?(?P<list>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
+         rf"(?:{EN_ORD}|last)){{1,9}})(?:\s+{EN_NOUN})?\b", None),
+        # Chinese mixed with English: "third 那张", "last 那个", "first 和 last", "第二个 picture"
+        (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:的)?\s*(?:那|这)?一?{ZH_CLASSIFIER}{ZH_NOUN}?", None),
+        (rf"\b(?P<ord>{EN_ORD}|last)\b(?=\s*(?:和|跟|与|、))", None),
+        (rf"(?<=[和跟与、])\s*(?P<ord>{EN_ORD}|last)\b", None),
+        (rf"第(?P<n>{NUM}){ZH_CLASSIFIER}?\s*{EN_NOUN}\b", None),
+    ]
+    ranges = [
+        (rf"第(?P<rfrom>{NUM})(?:张|个|幅)?(?:到|至|-|~)第?(?P<rto>{NUM}){ZH_CLASSIFIER}{ZH_NOUN}?",
+         None),
+        (r"\b(?:images?|pictures?|photos?|pics?|the)\s+#?(?P<rfrom>[0-9]{1,4})\s*(?:to|through|-)\s*"
+         r"#?(?P<rto>[0-9]{1,4})\b", None),
+    ]
+    counted += ranges
+    results = [
+        (rf"第(?P<n>{NUM})(?:个|张|幅)?\s*(?:{RESULT_HEAD_ZH}|{RESULT_HEAD_EN}\b)", None),
+        (rf"倒数第(?P<rev>{NUM})(?:个|张|幅)?(?:{RESULT_HEAD_ZH})", None),
+        (rf"最后一?(?:个|张|幅)?(?:{RESULT_HEAD_ZH})", -1),
+        (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:个|张)?\s*(?:{RESULT_HEAD_ZH})", None),
+        (rf"\b(?:the\s+)?(?P<ord>{EN_ORD}|last)[\s-]+{RESULT_HEAD_EN}\b", None),
+        (rf"\b(?:the\s+)?(?P<list>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
+         rf"(?:{EN_ORD}|last)){{1,9}})\s+{RESULT_HEAD_EN}\b", None),
+        (r"\b(?:variant|variation|result|output|option|candidate)\s*#?\s*"
+         r"(?P<n>[0-9]+|one|two|three|four|five|six|seven|eight|nine)\b", None),
+    ]
+    patterns = [Pattern("ordinal", "nth", re.compile(p), 4, index=i) for p, i in zh + en + counted]
+    patterns += [
+        Pattern("ordinal", "nth", re.compile(p), 3, index=i, results=True) for p, i in results
+    ]
+    return patterns
+
+
+# --------------------------------------------------------------------------- the version chain
+
+
+def _chain_position_patterns() -> list[Pattern]:
+    """Every place of a version chain: "上上个版本", "two versions back", "第3版", "the first
+    generated version", "the second-to-last version" (the plain root/parent/latest words are
+    lexicon entries)."""
+    en_n = rf"{EN_COUNT}|one|a"
+    parent = [
+        r"(?P<ups>(?:上|前){2,6})一?(?:个|版)?(?:版本|版|\s*version\b)",
+        rf"(?P<dn>{NUM})个版本(?:之前|以前|前)",
+        rf"\b(?P<dn>{en_n})\s+versions?\s+(?:back|ago|before|earlier|prior)\b",
+        rf"\b(?:go(?:ing)?\s+)?back\s+(?P<dn>{en_n})\s+versions?\b",
+        r"上一?个\s*version\b",
+    ]
+    version = [
+        rf"第(?P<vn>{NUM})个?(?:版本|版)(?![本画面图])",
+        rf"倒数第(?P<vrev>{NUM})个?(?:版本|版)",
+        rf"\bversion\s*#?\s*(?P<vn>[0-9]+|{'|'.join(NUM_WORDS)})\b",
+        rf"\bthe\s+(?P<vord>{EN_ORD}|last)\s+version\b",
+        rf"\bthe\s+(?P<vrev>{EN_ORD})[\s-]+(?:to[\s-]+)?last\s+version\b",
+        r"\bthe\s+(?P<vpen>penultimate)\s+version\b",
+    ]
+    generated = [
+        rf"第(?P<gn>{NUM})(?:个|次|张)(?:生成|编辑|修改|改)的?(?:版本|那张|那幅|图片|图|结果)?",
+        rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:generated|edited)\s+(?:version|image|one|picture)\b",
+        rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:edit|generation)\b",
+    ]
+    # "最早那版", "原来的那个版本": a word for the start of the chain with a head
+    root = (
+        r"(?:最早|最初|最开始|一开始|原来|原始|初始)的?(?:那|这)?一?"
+        r"(?:张|幅|版|个版本|版本|图片|图)"
+    )
+    mixed = [
+        (root, "root"),
+        (r"\boriginal\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)(?:图)?", "root"),
+        (r"\blatest\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)(?:图)?", "latest"),
+    ]
+    patterns = [Pattern("chain", "parent", re.compile(p), 0) for p in parent]
+    patterns += [Pattern("chain", "version", re.compile(p), 0) for p in version]
+    patterns += [Pattern("chain", "generated", re.compile(p), 0) for p in generated]
+    patterns += [Pattern("chain", value, re.compile(p), 0) for p, value in mixed]
+    return patterns
 
 
 def _simple_patterns() -> list[Pattern]:
@@ -148,6 +382,8 @@ def _simple_patterns() -> list[Pattern]:
         patterns.append(Pattern("selection", "selected", _compile(fragment), 2))
     for fragment in SELECTION_EN:
         patterns.append(Pattern("selection", "selected", re.compile(_en(fragment)), 2))
+    mixed_selected = r"\bselected\s*(?:的)\s*(?:那|这)?(?:几|些)?(?:张|幅|个)?(?:图片|图)?"
+    patterns.append(Pattern("selection", "selected", re.compile(mixed_selected), 2))
     patterns.append(Pattern("selection", "this", _compile(_alternation(THIS_ZH)), 2, weak=True))
     this_en = re.compile(_en(_alternation(THIS_EN)))
     patterns.append(Pattern("selection", "this", this_en, 2, weak=True))
@@ -170,12 +406,17 @@ def _simple_patterns() -> list[Pattern]:
 
 
 PATTERNS: tuple[Pattern, ...] = tuple(
-    _simple_patterns() + _ordinal_patterns() + _position_patterns()
+    _simple_patterns()
+    + _chain_position_patterns()
+    + _ordinal_patterns()
+    + _position_patterns()
+    + _line_patterns()
 )
+for _pattern in PATTERNS:  # derive each pattern's scripts at import, not on the first request
+    _pattern.needs  # noqa: B018
 POSITION_LOOKUP: dict[str, str] = {
     **{w: value for value, words in POSITIONS_ZH.items() for w in words},
     **{w: value for value, words in POSITIONS_EN.items() for w in words},
-    **{w: value for value, words in POSITION_ROWS_ZH.items() for w in words},
     **{"左": "left", "右": "right", "上": "top", "下": "bottom", "中": "middle"},
     **{"upper": "top", "lower": "bottom", "first": "top", "last": "bottom"},
 }

@@ -92,6 +92,7 @@ class Decision:
 
 
 _SELECTED = Reference("selection", "selected", 0, 0, plural=True)
+_ALL = Reference("batch", "all", 0, 0, plural=True)
 
 
 # ---------------------------------------------------------------------------------- decisions
@@ -129,12 +130,16 @@ def _strong_targets(scene: Scene) -> list[Reference]:
     ]
 
 
-def _excluded_ids(scene: Scene) -> set[str]:
+def _excluded_ids(scene: Scene) -> tuple[set[str], str | None]:
+    """The images the text takes out, and why, if one it counts or places is not there."""
     excluded: set[str] = set()
     for ref in scene.with_role("excluded"):
         if ref.kind not in ("batch", "complement"):
-            excluded.update(resolve_reference(scene, ref, plural=True).ids)
-    return excluded
+            match = resolve_reference(scene, ref, plural=True)
+            if match.problem and ref.kind in ("ordinal", "position", "line"):
+                return excluded, match.problem  # "除了第六张" of five: which did they mean?
+            excluded.update(match.ids)
+    return excluded, None
 
 
 def _narrow(scene: Scene, refs: list[Reference], group: Reference) -> Match | None:
@@ -233,8 +238,15 @@ def _by_upload(scene: Scene, excluded: set[str]) -> Decision | None:
 
 
 def _by_text(scene: Scene, excluded: set[str]) -> Decision | None:
+    if scene.parsed.unread:
+        # a reference the rules only half understand: asking costs less than a wrong image
+        words = ", ".join(f"'{w.strip()}'" for w in scene.parsed.unread)
+        return _clarify(scene, excluded, f"The text refers to an image by words the rules "
+                                         f"cannot read ({words}).")
     refs = _strong_targets(scene)
     batches = [r for r in scene.with_role("target") if r.kind == "batch"]
+    if scene.parsed.all_but and not refs and not batches:  # "除了第二张", "all but the last"
+        batches = [_ALL]
     complements = [r for r in scene.with_role("target") if r.kind == "complement"]
     plural = bool(batches) or any(r.plural for r in refs)
     pool = scene.canvas_ids or scene.latest
@@ -339,8 +351,10 @@ def _by_working_memory(scene: Scene, excluded: set[str]) -> Decision | None:
             continue
         targets = _originals(scene, left)
         if single and len(targets) > 1:
+            registered = list(scene.inp.assets)  # a tie lists them in registration order
+            tied = sorted(targets, key=registered.index)
             return _clarify(
-                scene, excluded, f"Working memory holds several candidates for {name}.", targets
+                scene, excluded, f"Working memory holds several candidates for {name}.", tied
             )
         reason = (
             f"No usable reference in the text; working memory gives {name}{_policy_note(scene)}."
@@ -372,7 +386,9 @@ def _by_latest_result(scene: Scene, excluded: set[str]) -> Decision | None:
 def resolve_targets(inp: ResolutionInput) -> Decision:
     """The images this turn means, by the fixed priority of SPEC §12 (see docs/resolution.md)."""
     scene = build_scene(inp)
-    excluded = _excluded_ids(scene)
+    excluded, problem = _excluded_ids(scene)
+    if problem is not None:
+        return _clarify(scene, excluded, _sentence(problem))
     rules = [_by_selection, _by_upload, _by_text, _by_working_memory, _by_latest_result]
     if inp.focus_policy == "latest_result":
         rules = [_by_selection, _by_upload, _by_text, _by_latest_result, _by_working_memory]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gateway.resolution.canvas import CanvasLayout, CanvasNode, canvas_layout
-from gateway.resolution.parsing import Reference, parse_references
+from gateway.resolution.canvas import CanvasLayout, CanvasNode, along, canvas_layout
+from gateway.resolution.parsing import ParsedText, Reference, parse_references
 
 
 # The few MediaAsset fields the rules read, as plain data: the rules stay pure, tested by tables.
@@ -61,9 +61,13 @@ def unique_ids(ids: Iterable[str | None]) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Scene:
     inp: ResolutionInput
-    refs: tuple[Reference, ...]
+    parsed: ParsedText
     layout: CanvasLayout | None
     selection: tuple[str, ...]
+
+    @property
+    def refs(self) -> tuple[Reference, ...]:
+        return self.parsed.references
 
     def known(self, ids: Iterable[str | None]) -> tuple[str, ...]:
         return tuple(i for i in unique_ids(ids) if i in self.inp.assets)
@@ -82,7 +86,15 @@ class Scene:
 
     @property
     def focus(self) -> tuple[str, ...]:
-        return self.known([self.ws.current_focus_asset_id])
+        """The image in focus; none while the focus is only the first of a turn's several
+        results that nothing has picked since (after "give me four variants", "再亮一点" asks)."""
+        focus = self.known([self.ws.current_focus_asset_id])
+        # `POST …/results` makes the first of the ids it was sent the focus
+        generated = self.ws.last_generated_asset_ids
+        if focus and len(generated) > 1 and focus[0] == generated[0]:
+            if focus[0] not in self.ws.last_resolved_asset_ids:
+                return ()
+        return focus
 
     @property
     def anchors(self) -> tuple[str, ...]:
@@ -110,6 +122,13 @@ class Scene:
             seen.add(parent)
         return asset.id
 
+    def chain(self, asset_id: str) -> tuple[str, ...]:
+        """The version chain ending at `asset_id`, root first (parents the chat knows)."""
+        chain = [asset_id]
+        while (parent := self.parent(chain[-1])) is not None and parent not in chain:
+            chain.append(parent)
+        return tuple(reversed(chain))
+
     def parent(self, asset_id: str) -> str | None:
         parent = self.inp.assets[asset_id].primary_parent_asset_id
         return parent if parent in self.inp.assets else None
@@ -124,9 +143,9 @@ def build_scene(inp: ResolutionInput) -> Scene:
         n.assetId for n in inp.canvas_nodes if n.isSelected or n.nodeId in selected_nodes
     ]
     selection = unique_ids([*inp.selected_asset_ids, *from_canvas])
-    refs = parse_references(inp.text).references
+    parsed = parse_references(inp.text)
     layout = canvas_layout(inp.canvas_nodes)
-    return Scene(inp, refs, layout, tuple(i for i in selection if i in inp.assets))
+    return Scene(inp, parsed, layout, tuple(i for i in selection if i in inp.assets))
 
 
 # ------------------------------------------------------------------------- resolving references
@@ -147,6 +166,8 @@ def resolve_reference(scene: Scene, ref: Reference, plural: bool) -> Match:
         return _resolve_ordinal(scene, ref)
     if ref.kind == "chain":
         return _resolve_chain(scene, ref, several)
+    if ref.kind == "line":
+        return _resolve_line(scene, ref, several)
     if ref.kind == "selection":
         if ref.value == "this":  # the selection, else whatever is in focus
             ids = scene.selection or scene.focus or scene.latest
@@ -172,8 +193,48 @@ def _scope_ids(scene: Scene, ref: Reference) -> Match:
     return resolve_reference(scene, ref.scope, plural=True)
 
 
+def _line_nodes(scene: Scene, line: Reference) -> tuple[CanvasNode, ...] | Match:
+    """The nodes of a row or column in order along it, or the Match saying why there are none."""
+    if scene.layout is None:
+        return Match(problem=f"the text refers to {line.describe()} but no canvas images are known")
+    assert line.axis is not None
+    nodes = scene.layout.line(line.axis, line.index, line.count or 1)
+    if nodes is None:
+        lines = scene.layout.rows if line.axis == "row" else scene.layout.columns
+        counted = f"{len(lines)} {line.axis}{'' if len(lines) == 1 else 's'}"
+        return Match(problem=f"the text refers to {line.describe()} but the canvas has {counted}")
+    return nodes
+
+
+def _resolve_line(scene: Scene, ref: Reference, several: bool) -> Match:
+    nodes = _line_nodes(scene, ref)
+    if isinstance(nodes, Match):
+        return nodes
+    ids = scene.known(n.assetId for n in nodes)
+    if not ids:
+        return Match(problem=f"{ref.describe()} holds no registered asset")
+    return Match(ids, tied=len(ids) > 1 and not (several or ref.plural))
+
+
+def _positioned(scene: Scene, ref: Reference, nodes: tuple[CanvasNode, ...] | None,
+                several: bool) -> Match:
+    if nodes is None:
+        return Match(problem=f"the canvas has no place that is {ref.describe()}")
+    ids = scene.known(n.assetId for n in nodes)
+    if not ids:
+        return Match(problem=f"{ref.describe()} on the canvas is not a registered asset")
+    return Match(ids, tied=len(ids) > 1 and not several)
+
+
 def _resolve_position(scene: Scene, ref: Reference, several: bool) -> Match:
     layout = scene.layout
+    if ref.scope is not None and ref.scope.kind == "line":
+        # "第二排最左边", "the top of the right column": a position inside one line
+        line = _line_nodes(scene, ref.scope)
+        if isinstance(line, Match):
+            return line
+        assert ref.scope.axis is not None
+        return _positioned(scene, ref, along(line, ref.scope.axis, ref.value), several)
     if ref.scope is not None:
         scope = _scope_ids(scene, ref)
         if scope.problem:
@@ -182,19 +243,51 @@ def _resolve_position(scene: Scene, ref: Reference, several: bool) -> Match:
         layout = canvas_layout(n for n in scene.inp.canvas_nodes if n.assetId in wanted)
     if layout is None:
         return Match(problem=f"the text refers to {ref.describe()} but no canvas images are known")
+    if ref.value == "corners":
+        return _positioned(scene, ref, layout.corners(), True)
+    if ref.value in ("centre-left", "centre-right"):
+        # only a single row has a centre with a left and a right neighbour
+        row = layout.rows[0] if len(layout.rows) == 1 else None
+        return _positioned(scene, ref, along(row, "row", ref.value) if row else None, several)
+    if ref.count:
+        nodes = layout.toward(ref.value, ref.count)
+        if nodes is None:
+            return Match(problem=f"the text names {ref.count} {ref.value} images but whole "
+                                 f"rows or columns there do not make {ref.count}")
+        return _positioned(scene, ref, nodes, True)
     ids = scene.known(n.assetId for n in layout.at(ref.value))
     if not ids:
         return Match(problem=f"{ref.describe()} on the canvas is not a registered asset")
-    if ref.count and ref.count != len(ids):
-        return Match(
-            problem=f"the text names {ref.count} {ref.value} images but {len(ids)} are there"
-        )
     return Match(ids, tied=len(ids) > 1 and not several)
+
+
+def _counted_line(scene: Scene, ref: Reference) -> tuple[CanvasNode, ...] | Match:
+    """What "第一排倒数第二个" or "third from the right" counts: the named line, or for a count
+    from a side the canvas's only row (column); several rows make "from the right" ambiguous."""
+    if ref.scope is not None:
+        if ref.scope.kind != "line":
+            return Match(problem=f"{ref.describe()} is counted only on the canvas or in a line")
+        if ref.axis is not None and ref.axis != ref.scope.axis:
+            return Match(problem=f"{ref.describe()} does not run along {ref.scope.describe()}")
+        return _line_nodes(scene, ref.scope)
+    if scene.layout is None:
+        return Match(problem=f"the text refers to {ref.describe()} but no canvas images are known")
+    lines = scene.layout.rows if ref.axis == "row" else scene.layout.columns
+    if len(lines) != 1:
+        across = "rows" if ref.axis == "row" else "columns"
+        return Match(problem=f"the canvas has {len(lines)} {across} and the text does not say in "
+                             f"which to count {ref.describe()}")
+    return lines[0]
 
 
 def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
     sequence: list[str | None]
-    if ref.scope is not None:
+    if ref.axis is not None or (ref.scope is not None and ref.scope.kind == "line"):
+        line = _counted_line(scene, ref)
+        if isinstance(line, Match):
+            return line
+        sequence = [n.assetId if n.assetId in scene.inp.assets else None for n in line]
+    elif ref.scope is not None:
         scope = _scope_ids(scene, ref)
         if scope.problem:
             return scope
@@ -238,10 +331,31 @@ def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:
         return Match(problem=f"the text refers to {ref.describe()} but no image is in focus")
     if ref.value == "root":
         return Match(unique_ids(scene.root(a) for a in anchors))
-    parents = unique_ids(scene.parent(a) for a in anchors)
-    if not parents:
-        return Match(problem="the text refers to the previous version but the image has none")
-    return Match(parents)
+    picked: list[str] = []
+    for anchor in anchors:
+        found = _chain_place(scene.chain(anchor), ref)
+        if found is None:
+            return Match(problem=f"the text refers to {ref.describe()} but the chain of "
+                                 f"{anchor} has no such version")
+        picked.append(found)
+    return Match(unique_ids(picked))
+
+
+def _chain_place(chain: tuple[str, ...], ref: Reference) -> str | None:
+    """`ref`'s place in a chain listed root first: parents count back from its end (the anchor
+    is -1), versions from the root (1) or the end, generated versions from the root's child."""
+    if ref.value == "generated":
+        index = ref.index or 1
+    elif ref.value == "parent":
+        index = ref.index or -2
+    else:
+        index = ref.index or 1
+        index = index - 1 if index > 0 else index
+    if ref.value == "parent" and len(chain) < 2:
+        return None
+    if -len(chain) <= index < len(chain):
+        return chain[index]
+    return None
 
 
 def _groups(scene: Scene) -> tuple[tuple[str, ...], ...]:

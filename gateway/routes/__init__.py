@@ -18,6 +18,7 @@ from gateway.routes import (
     operations,
     resolve,
     resources,
+    tool_calls,
 )
 from gateway.upstream.flavors import flavor_for
 
@@ -31,6 +32,7 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/memory-facts",
     "/assets",
     "/chats",
+    "/tools",
 )
 
 
@@ -40,5 +42,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
     return [
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
-        *agent_memories.routes, *context.routes, *facts.routes,
+        *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
     ]

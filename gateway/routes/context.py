@@ -16,7 +16,7 @@ from gateway.routes.conversations import MessageOut
 from gateway.routes.facts import FactOut
 from gateway.routes.schema import CamelModel
 from gateway.services import services, user_id
-from gateway.store import agent_memories, agents, conversations, facts, messages
+from gateway.store import agent_memories, agents, conversations, facts, messages, tool_calls
 
 
 class ContextQuery(CamelModel):
@@ -53,7 +53,10 @@ async def agent_context(request: Request) -> Response:
         conversation = await conversations.find_default(db, caller, agent.id)
     recent: list[messages.Message] = []
     if conversation is not None and query.message_limit:
+        # A prompt sees tool calls as settled as any other read of the conversation would.
+        await services(request).tool_calls.settle(caller, conversation.id)
         recent, _ = await messages.page(db, caller, conversation.id, query.message_limit)
+        recent = await tool_calls.attach(db, caller, recent)
     memories = await agent_memories.for_prompt(db, caller, agent.id, query.memory_limit)
     active_facts = await facts.for_prompt(db, caller, query.fact_limit)
     return json_response(ContextOut(
@@ -61,7 +64,7 @@ async def agent_context(request: Request) -> Response:
         conversation_id=conversation.id if conversation else None,
         summary=conversation.summary if conversation else None,
         memories=list(memories),
-        recent_messages=list(recent),
+        recent_messages=[MessageOut.model_validate(m) for m in recent],
         facts=active_facts,
     ))
 

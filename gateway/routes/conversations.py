@@ -4,7 +4,7 @@ idempotent posting (SPEC §10).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from starlette.requests import Request
@@ -33,16 +33,77 @@ from gateway.routes.schema import (
     cursor_param,
 )
 from gateway.services import services, user_id
-from gateway.store import agents, conversations, messages
+from gateway.store import Database, agents, conversations, messages, tool_calls
 
 MAX_ATTACHMENTS = 9
 CONTENT_MAX = 100_000
 TITLE_MAX = 100
 
 
-# The stored records are the answers (gateway/store/records.py).
-MessageOut = messages.Message
+# The stored records are the answers (gateway/store/records.py), but for messages (below).
 ConversationOut = conversations.Conversation
+
+
+class DisplayParamOut(CamelModel):
+    label: str
+    value: Any
+
+
+class DisplayImageOut(CamelModel):
+    asset_id: str
+    url: str
+    label: str
+    width: int | None
+    height: int | None
+
+
+class DisplayArgsOut(CamelModel):
+    """Built by the gateway from the canonical args and the caller's assets (SPEC §16)."""
+
+    title: str
+    prompt: str | None = None
+    params: list[DisplayParamOut]
+    images: list[DisplayImageOut]
+    price_points: int | None = None
+
+
+class ResultMediaOut(CamelModel):
+    kind: Literal["image", "video", "audio"]
+    url: str
+    asset_id: str | None
+
+
+class ToolCallResultOut(CamelModel):
+    media: list[ResultMediaOut]
+
+
+class ToolCallOut(CamelModel):
+    """A `tool` message's call; status not_completed until its job is read as finished."""
+
+    tool_name: str
+    args: dict[str, Any]
+    display_args: DisplayArgsOut
+    status: Literal["not_completed", "completed", "failed", "cancelled"]
+    external_job_id: str | None
+    dedupe_key: str
+    result: ToolCallResultOut | None
+    error: str | None
+    updated_at_ms: int
+
+
+class MessageOut(CamelModel):
+    """The message record with its tool call shown as ToolCallOut (built here, above the store)."""
+
+    id: str
+    conversation_id: str
+    client_message_id: str
+    role: str
+    content: str
+    status: str
+    attachments: list[messages.MessageAttachment]
+    metadata: dict[str, Any]
+    created_at_ms: int
+    tool_call: ToolCallOut | None = None  # role "tool" only
 
 
 class ConversationList(CamelModel):
@@ -98,6 +159,13 @@ class MessageIn(CamelRequest):
     metadata: JsonObject = Field(default_factory=dict)
 
 
+async def _page(
+    db: Database, caller: str, found: list[messages.Message]
+) -> list[MessageOut]:
+    with_calls = await tool_calls.attach(db, caller, found)
+    return [MessageOut.model_validate(message) for message in with_calls]
+
+
 @api(summary="The default conversation with an agent (created on first use), newest page",
      query=HistoryQuery, response=DefaultConversationOut, tag="conversations")
 async def default_conversation(request: Request) -> Response:
@@ -106,6 +174,7 @@ async def default_conversation(request: Request) -> Response:
     db, caller = services(request).db, user_id(request)
     agent = await agents.require(db, caller, request.path_params["agent_id"])
     conversation = await conversations.default_for(db, caller, agent.id)
+    await services(request).tool_calls.settle(caller, conversation.id)
     found, next_cursor = await messages.page(db, caller, conversation.id, query.limit, before)
     return json_response(DefaultConversationOut(
         conversation_id=conversation.id,
@@ -114,7 +183,7 @@ async def default_conversation(request: Request) -> Response:
         summary=conversation.summary,
         message_count=conversation.message_count,
         opening_message=agent.opening_message,
-        messages=found,
+        messages=await _page(db, caller, found),
         next_cursor=next_cursor,
     ))
 
@@ -147,9 +216,9 @@ async def create_conversation(request: Request) -> Response:
 
 @api(summary="Read a conversation", response=ConversationOut, tag="conversations")
 async def get_conversation(request: Request) -> Response:
-    conversation = await conversations.get(
-        services(request).db, user_id(request), request.path_params["conversation_id"]
-    )
+    svc, caller = services(request), user_id(request)
+    conversation = await conversations.get(svc.db, caller, request.path_params["conversation_id"])
+    await svc.tool_calls.settle(caller, conversation.id)
     return json_response(conversation)
 
 
@@ -169,8 +238,11 @@ async def list_messages(request: Request) -> Response:
     before = cursor_param(query.before, "before")
     db, caller = services(request).db, user_id(request)
     conversation = await conversations.get(db, caller, request.path_params["conversation_id"])
+    await services(request).tool_calls.settle(caller, conversation.id)
     found, next_cursor = await messages.page(db, caller, conversation.id, query.limit, before)
-    return json_response(MessagePage(messages=found, next_cursor=next_cursor))
+    return json_response(
+        MessagePage(messages=await _page(db, caller, found), next_cursor=next_cursor)
+    )
 
 
 def _checked(body: MessageIn) -> messages.NewMessage:
@@ -203,7 +275,7 @@ async def post_message(request: Request) -> Response:
                             appended.conversation.message_count)
     posted = MessagePosted(
         conversation=appended.conversation,
-        message=appended.message,
+        message=MessageOut.model_validate(appended.message),
     )
     return json_response(posted, 201 if appended.created else 200)
 

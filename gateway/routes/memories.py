@@ -155,7 +155,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
-    async with intents.recorded(svc.db, svc.files, intent, scope.key()) as pending:
+    async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)
         status, headers, body = await _forward(request, svc, caller, add_path, raw, outgoing)

@@ -114,7 +114,9 @@ async def upload(request: Request) -> Response:
     )
     try:
         fields = received.fields
-        display = last_segment(fields.get("name") or received.filename or "").strip() or "file"
+        # NUL never belongs in a name (and PostgreSQL text cannot hold one)
+        client_name = (fields.get("name") or received.filename or "").replace("\x00", "")
+        display = last_segment(client_name).strip() or "file"
         metadata = _form_metadata(fields)
         app_id, project_id = _form_scope(fields, "app_id"), _form_scope(fields, "project_id")
         duplicate = await resources.find_same(db, caller, received.stored.sha256, display)
@@ -151,8 +153,8 @@ async def upload(request: Request) -> Response:
     except BaseException:
         await svc.files.remove_folder(folder)
         raise
-    async with intents.recorded(db, svc.files, intent, (app_id, project_id, session_id)) \
-            as pending:
+    session = (app_id, project_id, session_id)
+    async with intents.recorded(db, svc.files, intent, session, svc.lease) as pending:
         failure = await _ingest(svc, resource)
         if failure is not None:
             return failure

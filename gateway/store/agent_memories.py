@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store import agents, messages
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 _UNSET: Any = object()
@@ -50,7 +49,7 @@ _SELECT = (
 )
 
 
-def _memory(row: sqlite3.Row) -> AgentMemory:
+def _memory(row: Row) -> AgentMemory:
     source = None
     if row["src_id"] is not None:
         source = SourceMessage(

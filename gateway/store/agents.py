@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ from pydantic import Field
 from gateway.errors import NotFound
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 _UNSET: Any = object()
@@ -29,7 +28,7 @@ class Agent(Record):
     activity_at_ms: int = Field(exclude=True)  # the list's sort key, not shown
 
 
-def _agent(row: sqlite3.Row) -> Agent:
+def _agent(row: Row) -> Agent:
     return Agent.from_row(row, profile=json.loads(row["profile"]))
 
 

@@ -5,8 +5,8 @@ Every query filters by `user_id`; another user's asset reads as missing. JSON co
 
 from __future__ import annotations
 
+import hashlib
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from gateway.ids import new_id, now_ms
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 SourceType = Literal[
@@ -111,13 +111,13 @@ class UnknownAssets(Exception):
         super().__init__(", ".join(missing))
 
 
-def _asset(row: sqlite3.Row) -> MediaAsset:
+def _asset(row: Row) -> MediaAsset:
     return MediaAsset.from_row(
         row, summary=json.loads(row["summary"]), metadata=json.loads(row["metadata"])
     )
 
 
-def _relation(row: sqlite3.Row) -> Relation:
+def _relation(row: Row) -> Relation:
     return Relation.from_row(row)
 
 
@@ -166,46 +166,94 @@ async def register(
     The root is the primary parent's root (the asset itself without parents). Raises
     UnknownAssets when a parent is not the user's; nothing is written then.
     """
-    parents = _unique(parent_ids)
-    asset_id = new_id("ast")
-    now = now_ms()
     async with db.write() as tx:
-        await require_owned(tx, user_id, parents)
-        root_id = asset_id
-        if parents:
-            row = await tx.read_one(
-                "SELECT root_asset_id FROM media_assets WHERE user_id = ? AND id = ?",
-                (user_id, parents[0]),
-            )
-            assert row is not None  # checked just above, inside the same transaction
-            root_id = row["root_asset_id"]
-        await tx.execute(
-            "INSERT INTO media_assets (id, user_id, chat_id, project_id, media_type, source_type,"
-            " original_url, preview_url, mime_type, width, height, display_name, prompt, model_id,"
-            " source_message_id, source_node_id, root_asset_id, primary_parent_asset_id, summary,"
-            " metadata, created_at_ms, updated_at_ms)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                asset_id, user_id, new.chat_id, new.project_id, new.media_type, new.source_type,
-                new.original_url, new.preview_url, new.mime_type, new.width, new.height,
-                new.display_name, new.prompt, new.model_id, new.source_message_id,
-                new.source_node_id, root_id, parents[0] if parents else None,
-                json.dumps(new.summary, ensure_ascii=False),
-                json.dumps(new.metadata, ensure_ascii=False), now, now,
-            ),
+        return await insert(tx, user_id, new, parent_ids, relation_type)
+
+
+async def insert(
+    tx: Transaction,
+    user_id: str,
+    new: NewAsset,
+    parent_ids: Sequence[str] = (),
+    relation_type: str = DEFAULT_PARENT_RELATION,
+    asset_id: str | None = None,
+) -> MediaAsset:
+    """`register` inside the caller's transaction (`asset_id` when the caller chose it)."""
+    parents = _unique(parent_ids)
+    asset_id = asset_id or new_id("ast")
+    now = now_ms()
+    await require_owned(tx, user_id, parents)
+    root_id = asset_id
+    if parents:
+        row = await tx.read_one(
+            "SELECT root_asset_id FROM media_assets WHERE user_id = ? AND id = ?",
+            (user_id, parents[0]),
         )
-        await tx.executemany(
-            "INSERT INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
-            " relation_type, confidence, parent_position, created_at_ms)"
-            " VALUES (?, ?, ?, ?, ?, 100, ?, ?)",
-            [
-                (new_id("rel"), user_id, asset_id, parent, relation_type, position, now)
-                for position, parent in enumerate(parents)
-            ],
-        )
-        row = await tx.read_one("SELECT * FROM media_assets WHERE id = ?", (asset_id,))
+        assert row is not None  # checked just above, inside the same transaction
+        root_id = row["root_asset_id"]
+    await tx.execute(
+        "INSERT INTO media_assets (id, user_id, chat_id, project_id, media_type, source_type,"
+        " original_url, preview_url, mime_type, width, height, display_name, prompt, model_id,"
+        " source_message_id, source_node_id, root_asset_id, primary_parent_asset_id, summary,"
+        " metadata, created_at_ms, updated_at_ms, original_url_sha256)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            asset_id, user_id, new.chat_id, new.project_id, new.media_type, new.source_type,
+            new.original_url, new.preview_url, new.mime_type, new.width, new.height,
+            new.display_name, new.prompt, new.model_id, new.source_message_id,
+            new.source_node_id, root_id, parents[0] if parents else None,
+            json.dumps(new.summary, ensure_ascii=False),
+            json.dumps(new.metadata, ensure_ascii=False), now, now, url_sha256(new.original_url),
+        ),
+    )
+    await tx.executemany(
+        "INSERT INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
+        " relation_type, confidence, parent_position, created_at_ms)"
+        " VALUES (?, ?, ?, ?, ?, 100, ?, ?)",
+        [
+            (new_id("rel"), user_id, asset_id, parent, relation_type, position, now)
+            for position, parent in enumerate(parents)
+        ],
+    )
+    row = await tx.read_one("SELECT * FROM media_assets WHERE id = ?", (asset_id,))
     assert row is not None
     return _asset(row)
+
+
+def url_sha256(original_url: str) -> str:
+    """The hex SHA-256 of an asset's originalUrl (what `sha256:` image ids name)."""
+    return hashlib.sha256(original_url.encode("utf-8")).hexdigest()
+
+
+async def by_url_sha256(
+    db: Database, user_id: str, digests: Iterable[str]
+) -> dict[str, MediaAsset]:
+    """The user's assets whose originalUrl hashes to each digest (the earliest registered when
+    several share a URL); digests with no such asset are absent from the answer."""
+    wanted = _unique(digests)
+    if not wanted:
+        return {}
+    unhashed = await db.read(
+        "SELECT id, original_url FROM media_assets"
+        " WHERE user_id = ? AND original_url_sha256 IS NULL",
+        (user_id,),
+    )
+    if unhashed:  # registered before the column existed: hashed once, here
+        async with db.write() as tx:
+            await tx.executemany(
+                "UPDATE media_assets SET original_url_sha256 = ? WHERE id = ? AND user_id = ?",
+                [(url_sha256(row["original_url"]), row["id"], user_id) for row in unhashed],
+            )
+    rows = await db.read(
+        "SELECT * FROM media_assets WHERE user_id = ?"
+        f" AND original_url_sha256 IN ({_placeholders(len(wanted))})"
+        " ORDER BY created_at_ms DESC, id DESC",
+        (user_id, *wanted),
+    )
+    found: dict[str, MediaAsset] = {}
+    for row in rows:  # newest first, so the earliest registered one is kept last
+        found[row["original_url_sha256"]] = _asset(row)
+    return found
 
 
 async def get(db: Database | Transaction, user_id: str, asset_id: str) -> MediaAsset | None:
@@ -250,7 +298,7 @@ async def resolution_pool(
         " SELECT id FROM media_assets WHERE user_id = ? AND chat_id = ?"
         " UNION SELECT j.value FROM chat_turn_results t, json_each(t.asset_ids) j"
         "  WHERE t.user_id = ? AND t.chat_id = ?"
-        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named})"
+        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named or 'NULL'})"
         "), up(id) AS ("
         " SELECT id FROM base"
         " UNION SELECT a.primary_parent_asset_id FROM media_assets a JOIN up ON a.id = up.id"
@@ -308,8 +356,9 @@ async def add_relation(
     async with db.write() as tx:
         await require_owned(tx, user_id, [from_asset_id, to_asset_id])
         created = await tx.execute(
-            "INSERT OR IGNORE INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
-            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
+            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             (new_id("rel"), user_id, from_asset_id, to_asset_id, relation_type, confidence,
              now_ms()),
         )

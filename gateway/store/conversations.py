@@ -5,7 +5,6 @@ Messages and their bookkeeping live in `gateway/store/messages.py`.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from pydantic import Field
@@ -14,7 +13,7 @@ from gateway.errors import NotFound
 from gateway.ids import new_id, now_ms
 from gateway.store import agents
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 DEFAULT_TITLE = "新对话"
@@ -34,7 +33,7 @@ class Conversation(Record):
     updated_at_ms: int
 
 
-def conversation_from_row(row: sqlite3.Row) -> Conversation:
+def conversation_from_row(row: Row) -> Conversation:
     return Conversation.from_row(row)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from pydantic import Field
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 OBSERVATIONS_TO_ACTIVATE = 3
@@ -100,7 +99,7 @@ class Observation:
     expires_at_ms: int | None = None
 
 
-def _fact(row: sqlite3.Row, now: int) -> Fact:
+def _fact(row: Row, now: int) -> Fact:
     return Fact.from_row(
         row,
         key=row["fact_key"],
@@ -200,7 +199,7 @@ async def observe(db: Database, user_id: str, observation: Observation) -> tuple
 
 async def _observe_existing(
     tx: Transaction,
-    row: sqlite3.Row,
+    row: Row,
     observation: Observation,
     value: str,
     explicit: bool,
@@ -285,7 +284,8 @@ async def for_prompt(db: Database, user_id: str, limit: int) -> list[Fact]:
     now = now_ms()
     rows = await db.read(
         f"SELECT * FROM memory_facts WHERE {_LIVE} AND {_ACTIVE_SQL}"
-        " ORDER BY pinned DESC, confidence DESC, last_confirmed_at_ms DESC, id DESC LIMIT ?",
+        " ORDER BY pinned DESC, confidence DESC, last_confirmed_at_ms DESC NULLS LAST, id DESC"
+        " LIMIT ?",
         (user_id, now, limit),
     )
     return [_fact(row, now) for row in rows]

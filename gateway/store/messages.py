@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import Field
 
 from gateway.errors import IdempotencyConflict, ValidationFailed
 from gateway.ids import new_id, now_ms
@@ -20,7 +21,7 @@ from gateway.labels import normalise_label
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 
@@ -59,6 +60,9 @@ class Message(Record):
     attachments: list[MessageAttachment]
     metadata: dict[str, Any]
     created_at_ms: int
+    # role "tool" only: a gateway.store.tool_calls.ToolCall, attached by that module (which
+    # imports this one, hence Any); shown through the routes' ToolCallOut, not this record
+    tool_call: Any = Field(default=None, exclude=True)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class Appended:
     created: bool  # False: a retry answered with the stored message
 
 
-def _message(row: sqlite3.Row) -> Message:
+def message_from_row(row: Row) -> Message:
     return Message.from_row(
         row,
         attachments=[
@@ -122,40 +126,67 @@ async def append(db: Database, user_id: str, conversation_id: str, new: NewMessa
     digest = fingerprint(new)
     async with db.write() as tx:
         conversation = await conversations.get(tx, user_id, conversation_id)
-        stored = await tx.read_one(
-            "SELECT * FROM conversation_messages"
-            " WHERE user_id = ? AND conversation_id = ? AND client_message_id = ?",
-            (user_id, conversation_id, new.client_message_id),
-        )
+        stored = await find_by_client_id(tx, user_id, conversation_id, new.client_message_id)
         if stored is not None:
-            if stored["fingerprint"] != digest:
+            if stored.fingerprint != digest or stored.message.role == "tool":
                 raise IdempotencyConflict(field="clientMessageId")
-            return Appended(conversation, _message(stored), created=False)
+            return Appended(conversation, stored.message, created=False)
         attachments = await _resolve_attachments(tx, user_id, new.attachments)
-        # Strictly increasing per conversation, so history order is append order even when
-        # appends share a millisecond (drifts ahead only past 1000 appends a second).
-        now = now_ms()
-        created_at = max(now, (conversation.last_message_at_ms or now - 1) + 1)
-        message_id = new_id("msg")
-        await tx.execute(
-            "INSERT INTO conversation_messages (id, user_id, conversation_id, agent_id,"
-            " client_message_id, role, content, status, attachments, metadata, fingerprint,"
-            " created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (message_id, user_id, conversation_id, conversation.agent_id, new.client_message_id,
-             new.role, new.content, new.status,
-             json.dumps([[a.source, a.reference_id, a.label] for a in attachments],
-                        ensure_ascii=False),
-             json.dumps(new.metadata or {}, ensure_ascii=False), digest, created_at),
-        )
-        title = None
-        if new.role == "user" and new.content.strip():
-            title = conversations.title_from_text(new.content)
-        await _bookkeeping(tx, user_id, conversation, 1, created_at, now, title)
-        row = await tx.read_one("SELECT * FROM conversation_messages WHERE id = ?", (message_id,))
-        assert row is not None
+        message = await insert(tx, user_id, conversation, new, digest, attachments)
         return Appended(
-            await conversations.get(tx, user_id, conversation_id), _message(row), created=True
+            await conversations.get(tx, user_id, conversation_id), message, created=True
         )
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    message: Message
+    fingerprint: str  # what a retry with the same clientMessageId must repeat
+
+
+async def find_by_client_id(
+    tx: Transaction, user_id: str, conversation_id: str, client_message_id: str
+) -> StoredMessage | None:
+    row = await tx.read_one(
+        "SELECT * FROM conversation_messages"
+        " WHERE user_id = ? AND conversation_id = ? AND client_message_id = ?",
+        (user_id, conversation_id, client_message_id),
+    )
+    return None if row is None else StoredMessage(message_from_row(row), row["fingerprint"])
+
+
+async def insert(
+    tx: Transaction,
+    user_id: str,
+    conversation: Conversation,
+    new: NewMessage,
+    digest: str,
+    attachments: Sequence[MessageAttachment] = (),
+    message_id: str | None = None,
+) -> Message:
+    """Append one message and its bookkeeping inside the caller's transaction."""
+    # Strictly increasing per conversation, so history order is append order even when
+    # appends share a millisecond (drifts ahead only past 1000 appends a second).
+    now = now_ms()
+    created_at = max(now, (conversation.last_message_at_ms or now - 1) + 1)
+    message_id = message_id or new_id("msg")
+    await tx.execute(
+        "INSERT INTO conversation_messages (id, user_id, conversation_id, agent_id,"
+        " client_message_id, role, content, status, attachments, metadata, fingerprint,"
+        " created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (message_id, user_id, conversation.id, conversation.agent_id, new.client_message_id,
+         new.role, new.content, new.status,
+         json.dumps([[a.source, a.reference_id, a.label] for a in attachments],
+                    ensure_ascii=False),
+         json.dumps(new.metadata or {}, ensure_ascii=False), digest, created_at),
+    )
+    title = None
+    if new.role == "user" and new.content.strip():
+        title = conversations.title_from_text(new.content)
+    await _bookkeeping(tx, user_id, conversation, 1, created_at, now, title)
+    row = await tx.read_one("SELECT * FROM conversation_messages WHERE id = ?", (message_id,))
+    assert row is not None
+    return message_from_row(row)
 
 
 async def _bookkeeping(
@@ -170,15 +201,16 @@ async def _bookkeeping(
     await tx.execute(
         "UPDATE conversations SET message_count = message_count + ?, last_message_at_ms = ?,"
         " updated_at_ms = ?,"
-        " title = CASE WHEN title_fixed = 0 AND ? IS NOT NULL THEN ? ELSE title END,"
-        " title_fixed = CASE WHEN ? IS NOT NULL THEN 1 ELSE title_fixed END"
+        " title = CASE WHEN title_fixed = 0 AND CAST(? AS TEXT) IS NOT NULL THEN ? ELSE title END,"
+        " title_fixed = CASE WHEN CAST(? AS TEXT) IS NOT NULL THEN 1 ELSE title_fixed END"
         " WHERE id = ? AND user_id = ?",
         (appended, last_message_at, now, title, title, title, conversation.id, user_id),
     )
     await tx.execute(
-        "UPDATE agents SET last_message_at_ms = ?, activity_at_ms = MAX(activity_at_ms, ?)"
+        "UPDATE agents SET last_message_at_ms = ?,"
+        " activity_at_ms = CASE WHEN activity_at_ms > ? THEN activity_at_ms ELSE ? END"
         " WHERE id = ? AND user_id = ?",
-        (last_message_at, last_message_at, conversation.agent_id, user_id),
+        (last_message_at, last_message_at, last_message_at, conversation.agent_id, user_id),
     )
 
 
@@ -206,7 +238,7 @@ async def page(
     if before is not None:
         params += [before.key, before.id]
     rows = await db.read(page_sql(before is not None), (*params, limit + 1))
-    found = [_message(row) for row in reversed(rows[:limit])]
+    found = [message_from_row(row) for row in reversed(rows[:limit])]
     if len(rows) <= limit:
         return found, None
     return found, encode_cursor(found[0].created_at_ms, found[0].id)
@@ -224,7 +256,7 @@ async def find_in_agent(
         " AND c.deleted_at_ms IS NULL",
         (message_id, user_id, user_id, agent_id),
     )
-    return None if row is None else _message(row)
+    return None if row is None else message_from_row(row)
 
 
 async def bulk_append(

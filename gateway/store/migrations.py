@@ -1,4 +1,10 @@
-"""Ordered SQL migrations (`migrations/NNNN_name.sql`), each applied in one transaction."""
+"""Ordered SQL migrations (`NNNN_name.sql`), each applied in one transaction.
+
+The files live in the checkout's top-level `migrations/` folder; a wheel or sdist install carries
+them inside the package as `gateway/migrations/` (mapped at build time, setup.py), every `.sql`
+file and subfolder included. `MIGRATIONS_DIR` is the packaged copy when there is one, else the
+checkout's folder beside the package. Finding no migration is an error, never an empty schema.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,24 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+class MigrationsMissing(RuntimeError):
+    """No migration file where the schema should be: the installation is incomplete."""
+
+
+def _locate() -> Path:
+    packaged = resources.files("gateway") / "migrations"
+    if packaged.is_dir():
+        return Path(str(packaged))  # installed packages are plain folders, never zipped
+    return Path(str(resources.files("gateway"))).parent / "migrations"  # a source checkout
+
+
+MIGRATIONS_DIR = _locate()
 
 
 @dataclass(frozen=True)
@@ -23,8 +43,16 @@ class Migration:
 
 
 def available(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """The folder's `NNNN_name.sql` files in order (subfolders are other dialects' and skipped);
+    MigrationsMissing when there is none."""
     found = []
-    for path in sorted(directory.glob("*.sql")):
+    paths = sorted(directory.glob("*.sql")) if directory.is_dir() else []
+    if not paths:
+        raise MigrationsMissing(
+            f"no migrations found in {directory}: this installation of memory-gateway is "
+            "incomplete (reinstall it)"
+        )
+    for path in paths:
         match = _NAME.match(path.name)
         if match is None:
             raise RuntimeError(f"migration file name not NNNN_name.sql: {path.name}")

@@ -7,13 +7,12 @@ together or not at all.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 
 from gateway.ids import new_id, now_ms
 from gateway.store import working_state
 from gateway.store.cursors import Cursor
-from gateway.store.database import Database
+from gateway.store.database import Database, Row
 from gateway.store.records import Record
 from gateway.store.working_state import ChatWorkingState
 
@@ -47,7 +46,7 @@ _ID_LISTS = ("uploaded_asset_ids", "selected_asset_ids", "candidate_asset_ids",
              "resolved_asset_ids")  # JSON text in their columns
 
 
-def _resolution(row: sqlite3.Row) -> Resolution:
+def _resolution(row: Row) -> Resolution:
     return Resolution.from_row(row, **{name: json.loads(row[name]) for name in _ID_LISTS})
 
 

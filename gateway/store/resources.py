@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.ids import now_ms
 from gateway.store.attachments import RESOURCE_SOURCE, insert_mappings, new_mapping
 from gateway.store.cursors import Cursor
-from gateway.store.database import Database
+from gateway.store.database import Database, Row
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Resource:
     created_at: int
 
 
-def _resource(row: sqlite3.Row) -> Resource:
+def _resource(row: Row) -> Resource:
     return Resource(
         row["id"], row["user_id"], row["name"], row["safe_name"], row["content_type"],
         row["size"], row["sha256"], row["app_id"], row["project_id"], row["session_id"],
@@ -111,3 +110,25 @@ async def ensure_mapping(db: Database, resource: Resource) -> None:
     )
     async with db.write() as tx:
         await insert_mappings(tx, [mapping], now_ms())
+
+
+async def insert(db: Database, resource: Resource) -> None:
+    """Keep a file the gateway itself made as the user's resource, with its mapping; a resource
+    with this id already kept is left as it is."""
+    mapping = new_mapping(
+        user_id=resource.user_id, app_id=resource.app_id, project_id=resource.project_id,
+        session_id=resource.session_id, name=resource.name,
+        content_type=resource.content_type, internal_uri=resource.internal_uri,
+        source=RESOURCE_SOURCE, resource_id=resource.id, sha256=resource.sha256,
+    )
+    async with db.write() as tx:
+        created = await tx.execute(
+            "INSERT INTO resources (id, user_id, name, safe_name, content_type, size, sha256,"
+            " app_id, project_id, session_id, internal_uri, metadata, created_at)"
+            " VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id,"
+            " :project_id, :session_id, :internal_uri, :metadata, :created_at)"
+            " ON CONFLICT (id) DO NOTHING",
+            row_values(resource),  # type: ignore[arg-type]
+        )
+        if created:
+            await insert_mappings(tx, [mapping], now_ms())

@@ -6,14 +6,13 @@ A chat id is the client's own string, scoped by user. A chat with no row reads a
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from pydantic import Field
 
 from gateway.ids import new_id, now_ms
 from gateway.store.assets import require_owned
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.records import Record
 
 
@@ -56,7 +55,7 @@ _ID_LISTS = ("selected_asset_ids", "last_uploaded_asset_ids", "last_generated_as
              "last_referenced_asset_ids", "last_resolved_asset_ids", "active_canvas_node_ids")
 
 
-def _state(row: sqlite3.Row | None) -> ChatWorkingState:
+def _state(row: Row | None) -> ChatWorkingState:
     if row is None:
         return ChatWorkingState()
     snapshot = row["last_canvas_snapshot"]
@@ -66,7 +65,7 @@ def _state(row: sqlite3.Row | None) -> ChatWorkingState:
     )
 
 
-def _result(row: sqlite3.Row) -> TurnResult:
+def _result(row: Row) -> TurnResult:
     return TurnResult.from_row(row, asset_ids=json.loads(row["asset_ids"]))
 
 
@@ -137,20 +136,27 @@ async def record_result(
 ) -> tuple[TurnResult, ChatWorkingState]:
     """A turn's result assets: a `chat_turn_results` row, and they become the last generated
     assets and (the first of them) the focus. Raises UnknownAssets for ids not the user's."""
+    async with db.write() as tx:
+        return await record_result_in(tx, user_id, chat_id, asset_ids)
+
+
+async def record_result_in(
+    tx: Transaction, user_id: str, chat_id: str, asset_ids: list[str]
+) -> tuple[TurnResult, ChatWorkingState]:
+    """`record_result` inside the caller's transaction."""
     ids = list(dict.fromkeys(asset_ids))
     result = TurnResult(id=new_id("trn"), chat_id=chat_id, asset_ids=ids, created_at_ms=now_ms())
-    async with db.write() as tx:
-        await require_owned(tx, user_id, ids)
-        await tx.execute(
-            "INSERT INTO chat_turn_results (id, user_id, chat_id, asset_ids, created_at_ms)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
-        )
-        current = await get(tx, user_id, chat_id)
-        updated = current.model_copy(
-            update={"last_generated_asset_ids": ids, "current_focus_asset_id": ids[0]}
-        )
-        state = await write_state(tx, user_id, chat_id, updated)
+    await require_owned(tx, user_id, ids)
+    await tx.execute(
+        "INSERT INTO chat_turn_results (id, user_id, chat_id, asset_ids, created_at_ms)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
+    )
+    current = await get(tx, user_id, chat_id)
+    updated = current.model_copy(
+        update={"last_generated_asset_ids": ids, "current_focus_asset_id": ids[0]}
+    )
+    state = await write_state(tx, user_id, chat_id, updated)
     return result, state
 
 

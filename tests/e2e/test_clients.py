@@ -3,7 +3,8 @@
 The `everos-cloud` SDK (1.x, the Cloud's v2 API) only has its base URL changed: it adds a message
 with an image and searches, and gets the gateway's attachments on what it parses. mem0's
 `MemoryClient` is not here: it calls the hosted platform's `/v3/memories/...` paths, not the
-open-source server's `/memories` and `/search` (docs/engines.md).
+open-source server's `/memories` and `/search` (docs/engines.md). The same SDK also drives the
+default `everos` flavour with the built-in dev engine behind the gateway, filters included.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from everos_cloud import EverOS
 from everos_cloud.models import FilterNode
 
 from tests.fake_engines import fake_engine
-from tests.processes import gateway
+from tests.processes import dev_engine, gateway
 
 pytestmark = pytest.mark.e2e
 PNG = b"\x89PNG\r\n\x1a\n" + b"harbour-at-dawn" * 64
@@ -66,3 +67,27 @@ def test_everos_cloud_client_naming_another_user_is_refused(tmp_path: Path) -> N
                 # The SDK's default sender_id is the role ("user"), which is not the caller.
                 alice.add(session_id="s", messages=[{"role": "user", "content": "hello"}])
             assert refused.value.status == 403
+
+
+def test_everos_cloud_client_through_the_gateway_to_the_dev_engine(tmp_path: Path) -> None:
+    # The SDK's FilterNode serialises {"session_id": ..., "AND": null, "OR": null}.
+    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url) as gw:
+        with EverOS(api_key=gw.key("alice"), host=gw.url) as alice:
+            added = alice.add(session_id="trip-1", messages=[{
+                "sender_id": "alice", "role": "user", "content": "the harbour at dawn"}])
+            assert added.message_count == 1
+            alice.add(session_id="trip-2", messages=[{
+                "sender_id": "alice", "role": "user", "content": "the harbour at dusk"}])
+            assert alice.flush(session_id="trip-1").status == "extracted"
+            alice.flush(session_id="trip-2")
+
+            one = alice.search("harbour", user_id="alice",
+                               filters=FilterNode.from_dict({"session_id": "trip-1"}))
+            either = alice.search("harbour", user_id="alice", filters=FilterNode.from_dict(
+                {"OR": [{"session_id": "trip-1"}, {"session_id": "trip-2"}]}))
+            listed = alice.get("episode", user_id="alice",
+                               filters=FilterNode.from_dict({"session_id": "trip-2"}))
+
+    assert [episode.session_id for episode in one.episodes] == ["trip-1"]
+    assert sorted(episode.session_id for episode in either.episodes) == ["trip-1", "trip-2"]
+    assert [episode.session_id for episode in listed.episodes] == ["trip-2"]

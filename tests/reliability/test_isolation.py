@@ -9,6 +9,7 @@ test, so a new endpoint cannot ship without saying how it keeps users apart.
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,21 @@ PROBES: list[Probe] = [
     p("GET", "/memory-facts/{fact_id}", 404, code=NOT_FOUND),
     p("PATCH", "/memory-facts/{fact_id}", 404, lambda ids: {"pinned": True}, NOT_FOUND),
     p("DELETE", "/memory-facts/{fact_id}", 404, code=NOT_FOUND),
+    # Tool calls: alice's conversation and calls are missing to bob, her images not his to name.
+    p("GET", "/tools", 200),
+    p("POST", "/conversations/{conversation_id}/tool-calls", 404, lambda ids: {
+        "clientMessageId": "b-call", "toolName": "generate_image", "args": {"prompt": "x"}},
+      NOT_FOUND),
+    p("POST", "/conversations/{conversation_id}/tool-calls", 422, lambda ids: {
+        "clientMessageId": "b-call", "toolName": "edit_image",
+        "args": {"image": ids["image_id"], "prompt": "mine"}}, "validation_error",
+      path="/conversations/{bob_conversation_id}/tool-calls"),
+    *(p("POST", f"/conversations/{{conversation_id}}/tool-calls/{{message_id}}/{action}", 404,
+        code=NOT_FOUND, path=path)
+      for action in ("confirm", "cancel")
+      for path in (f"/conversations/{{conversation_id}}/tool-calls/{{tool_message_id}}/{action}",
+                   f"/conversations/{{bob_conversation_id}}/tool-calls/{{tool_message_id}}/"
+                   f"{action}")),
 ]
 # Engine paths the gateway does not own but checks (SPEC §3): refused, nothing forwarded.
 PROXY_PROBES: list[Probe] = [
@@ -181,6 +197,12 @@ async def alices_world(alice: httpx.AsyncClient) -> dict[str, str]:
         "chatId": "alice-chat", "mediaType": "image", "sourceType": "generated",
         "originalUrl": f"https://a.example/{SECRET}.png", "displayName": SECRET, "prompt": SECRET}))
     ids["asset_id"] = asset["id"]
+    ids["image_id"] = "sha256:" + hashlib.sha256(
+        f"https://a.example/{SECRET}.png".encode()).hexdigest()
+    call = await ok(await alice.post(f"/conversations/{ids['conversation_id']}/tool-calls", json={
+        "clientMessageId": "a-call", "toolName": "edit_image", "assistantText": SECRET,
+        "args": {"image": ids["image_id"], "prompt": f"{SECRET} edit"}}))
+    ids["tool_message_id"] = call["message"]["id"]
     await ok(await alice.post("/chats/alice-chat/results", json={"assetIds": [asset["id"]]}))
     await ok(await alice.post("/chats/alice-chat/resolve", json={"text": f"{SECRET} the latest"}))
     return ids

@@ -106,7 +106,7 @@ class Mem0(Dialect):
         if agent_id := string(body.get("agent_id")):
             payload["agent_id"] = agent_id
         if (limit := top_k(body)) is not None:
-            payload["limit"] = limit
+            payload["top_k"] = limit  # what mem0's REST server reads (SearchRequest.top_k)
         return payload
 
     def find_items(self, answer: Any) -> list[FoundItem]:

@@ -1,0 +1,572 @@
+"""The resolution table: how people refer to images, and which image they mean.
+
+Written from SPEC §12 ("References compose") and issue 13 alone. Each row is a scene, a text,
+and the expected targets (``None``: the resolver must ask, ``clarification``) with the modes
+that may report them. Grouped by kind; ``KINDS`` lists them in the order the docs report them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scenes import (
+    Scene,
+    chain,
+    chain_on_canvas,
+    column,
+    flag_nodes,
+    grid,
+    ragged,
+    results,
+    row,
+    select_assets,
+    select_nodes,
+    upload,
+    with_results,
+)
+
+TEXT = ("text_reference",)
+SELECTION = ("explicit_selection",)
+UPLOAD = ("current_upload",)
+MEMORY = ("working_memory", "latest_result")
+CLARIFY = ("clarification",)
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    scene: Scene
+    text: str
+    expected: tuple[str, ...] | None  # None: clarification
+    modes: tuple[str, ...]
+    # 1: written from the requirements before the resolver was read; 2, 3: written after the
+    # redesign and first run unchanged; 4: found in review (docs/resolution.md reports them)
+    round: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.scene.name}:{self.text}"
+
+
+CN_DIGITS = "零一二三四五六七八九"
+ORDINALS = ["zeroth", "first", "second", "third", "fourth", "fifth", "sixth", "seventh",
+            "eighth", "ninth", "tenth", "eleventh", "twelfth"]
+
+
+def cn(n: int) -> str:
+    """Chinese numeral for 1..99 as people write it (十一, 二十, 二十三)."""
+    if n < 10:
+        return CN_DIGITS[n]
+    tens, ones = divmod(n, 10)
+    return ("" if tens == 1 else CN_DIGITS[tens]) + "十" + (CN_DIGITS[ones] if ones else "")
+
+
+def fw(n: int) -> str:
+    """Full-width digits."""
+    return "".join(chr(ord(d) - ord("0") + ord("０")) for d in str(n))
+
+
+def nth(n: int) -> str:
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def cell(k: int, cols: int = 3) -> str:
+    """The k-th (1-based) asset of a grid in reading order."""
+    r, c = divmod(k - 1, cols)
+    return f"r{r + 1}c{c + 1}"
+
+
+def row_of(r: int, cols: int = 3) -> tuple[str, ...]:
+    return tuple(f"r{r}c{c}" for c in range(1, cols + 1))
+
+
+def col_of(c: int, rows: int = 3) -> tuple[str, ...]:
+    return tuple(f"r{r}c{c}" for r in range(1, rows + 1))
+
+
+def a(*ks: int) -> tuple[str, ...]:
+    return tuple(f"a{k}" for k in ks)
+
+
+def r(*ks: int) -> tuple[str, ...]:
+    return tuple(f"r{k}" for k in ks)
+
+
+CASES: list[Case] = []
+
+
+ROUND = 1
+
+
+def add(kind: str, scene: Scene, expected: tuple[str, ...] | None, *texts: str,
+        modes: tuple[str, ...] | None = None) -> None:
+    for text in texts:
+        CASES.append(Case(kind, scene, text, expected,
+                          modes or (CLARIFY if expected is None else TEXT), ROUND))
+
+
+G3 = grid(3, 3)
+G2 = grid(2, 2)
+G34 = grid(3, 4)
+R3, R4, R5, R6 = row(3), row(4), row(5), row(6)
+RAG = ragged()
+C4 = column(4)
+CH2, CH4, CH5 = chain(2), chain(4), chain(5)
+RES4 = results(4)
+
+# --- script and numerals: simplified, traditional, digits, full-width, Chinese numerals --------
+K = "script_numerals"
+for k in range(1, 10):
+    add(K, G3, (cell(k),),
+        f"把第{cn(k)}张调亮一点", f"第{k}个换成蓝色背景", f"第{fw(k)}幅图再清晰一点",
+        f"把第{cn(k)}張調亮一點", f"第{fw(k)}幅圖換個背景", f"make the {ORDINALS[k]} one brighter",
+        f"the {nth(k)} image, sharper please")
+add(K, G34, (cell(11, 4),), "第十一张调亮", "第１１个换背景", "第十一張", "the 11th picture",
+    "the eleventh one")
+add(K, G34, (cell(12, 4),), "第十二张", "第十二幅圖", "the twelfth image")
+add(K, G34, (cell(10, 4),), "第十张", "第 10 个", "第１０幅")
+add(K, R3, a(1), "左边那张调亮", "左邊那張調亮", "左側那幅圖")
+add(K, R3, a(3), "右边那张", "右邊那幅圖", "最右邊的")
+add(K, R3, a(2), "中间那张", "中間那張", "中間的圖")
+add(K, R3, a(3), "最后一张", "最後一張", "最後那個")
+add(K, G3, ("r1c1",), "左上那张", "左上角那張")
+add(K, G3, ("r3c3",), "右下那张", "右下角那幅圖")
+add(K, CH4, ("v3",), "那幅圖再亮一點", "这张再亮一点", "這張調亮一點", modes=MEMORY)
+
+# --- Chinese mixed with English -----------------------------------------------------------
+K = "mixed_language"
+add(K, G3, ("r1c1",), "top-left 的那个调亮", "top-left 的那張", "把 top left 那张换背景")
+add(K, G3, ("r3c3",), "bottom-right 那张", "bottom right 那個")
+add(K, G3, ("r1c3",), "top-right 那张换个背景")
+add(K, G3, ("r3c1",), "bottom-left 那個調亮")
+add(K, G3, ("r2c2",), "center 那张", "middle 那張")
+add(K, R5, a(3), "把 third 那张调亮", "the 第三张", "第三个 picture")
+add(K, R5, a(2), "second 那个", "第二个 picture 调亮", "第二張 image")
+add(K, R5, a(5), "last 那张", "最后一个 image", "the 最右边 one")
+add(K, R5, a(1), "first 那張", "最左边的 image")
+add(K, R5, a(4), "第四个 image 调亮", "fourth 那张")
+add(K, R5, a(2), "the 左边第二个")
+add(K, R3, a(1), "left 那张", "左边那张 image")
+add(K, R3, a(3), "right 那个", "the 右边那张")
+add(K, R3, a(2), "middle 那张")
+add(K, CH4, ("v0",), "original 那张", "原图 please", "use the 原图", "原圖 please")
+add(K, CH4, ("v2",), "上一个 version", "previous version 那张")
+add(K, CH4, ("v1",), "the 上上个版本")
+add(K, CH4, ("v3",), "the latest 那张", "latest 那個")
+add(K, RES4, r(3), "第三个 variant", "the third 结果")
+add(K, RES4, r(2), "the 第二个结果")
+add(K, RES4, r(4), "last variant 那个")
+add(K, G3, ("r2c2",), "第二排 second one")
+add(K, G3, ("r3c1",), "third row 第一个")
+add(K, G3, row_of(3), "bottom row 全部", "bottom row 都调亮")
+add(K, G3, col_of(1), "left column 的都")
+add(K, R5, a(1, 5), "first 和 last", "第一和 last 那张")
+add(K, select_nodes(R3, "n2"), a(2), "selected 的那张", "选中的 image", modes=SELECTION)
+
+# --- rows and columns with ordinals and positions ----------------------------------------
+K = "row_column"
+for rr in range(1, 4):
+    for cc in range(1, 4):
+        target = (f"r{rr}c{cc}",)
+        add(K, G3, target, f"第{cn(rr)}排第{cn(cc)}个", f"第{cn(rr)}行第{cn(cc)}张",
+            f"{ORDINALS[rr]} row, {ORDINALS[cc]} picture", f"第{cn(rr)}排第{cn(cc)}個",
+            f"第{cn(cc)}列第{cn(rr)}个", f"the {ORDINALS[rr]} image in the {ORDINALS[cc]} column")
+add(K, G3, ("r2c1",), "第二排最左边", "the left one in the middle row", "中间一排左边那张")
+add(K, G3, ("r2c3",), "第二排最右边那张", "第二排最右邊那張")
+add(K, G3, ("r1c2",), "第一排中间", "最上面一排中间那张", "top row, middle")
+add(K, G3, ("r3c3",), "最下面一排右边那张", "the rightmost in the bottom row")
+add(K, G3, ("r3c1",), "最左边一列最下面")
+add(K, G3, ("r1c3",), "the top of the right column")
+add(K, G3, ("r3c2",), "the bottom image of the middle column")
+add(K, grid(2, 3), ("r2c3",), "second row, third picture", "第二排第三张")
+add(K, RAG, ("B",), "第二个", "top row, second")
+add(K, RAG, ("C",), "第一排第三个", "the third image", "the last one in the first row", "右上那张")
+add(K, RAG, ("D",), "第二排第一个", "第4张", "左下那张")
+add(K, RAG, ("E",), "第二排第二个", "第五个")
+add(K, RAG, ("F",), "第二排最右边", "second row, third picture", "第六个", "最后一张")
+add(K, RAG, ("A",), "第一排最左边", "第一张")
+
+# --- counting from either end; centre-left -------------------------------------------------
+K = "from_either_end"
+for k in range(1, 6):
+    add(K, R5, a(6 - k), f"倒数第{cn(k)}个", f"倒數第{cn(k)}張", f"{ORDINALS[k]} from the right",
+        f"从右数第{cn(k)}个")
+    add(K, R5, a(k), f"{ORDINALS[k]} from the left", f"从左边数第{cn(k)}张")
+add(K, R5, a(4), "右边第二个", "the second-to-last one", "the penultimate image", "last but one",
+    "second from last", "倒数第２个")
+add(K, R5, a(2), "左边第二张")
+add(K, R4, a(2), "中间偏左那张", "centre-left", "the center-left one", "中間偏左")
+add(K, R4, a(3), "中间偏右", "centre-right")
+add(K, R5, a(2), "中间偏左", "center-left")
+add(K, R5, a(4), "centre-right", "中间偏右的")
+add(K, R6, a(3), "中间偏左")
+add(K, R6, a(4), "centre-right")
+add(K, G3, ("r3c2",), "倒数第二个", "从下往上数第一排中间")
+add(K, G3, ("r2c1",), "倒数第二排第一个", "second row from the bottom, first image")
+add(K, G3, ("r1c2",), "第一排倒数第二个", "the second-to-last in the top row")
+add(K, G3, ("r1c1",), "倒数第三列最上面")
+add(K, G3, ("r3c3",), "倒数第一个", "the last one")
+add(K, RAG, ("E",), "倒数第二个")
+add(K, RAG, ("B",), "第一排倒数第二个")
+
+# --- sets by count or region ----------------------------------------------------------------
+K = "sets"
+add(K, R5, a(3, 4, 5), "右边三个", "右邊三個", "the three on the right", "最右边三张")
+add(K, R5, a(1, 2), "左边两张", "左邊兩張", "the two on the left")
+add(K, R5, a(1, 2, 3), "前三张", "the first three", "左边三个都调亮")
+add(K, R5, a(4, 5), "后两张", "最后两张", "the last two", "最後兩張", "the two on the right")
+add(K, R5, a(2, 3, 4), "中间三张", "the middle three")
+add(K, R5, a(1, 2, 3, 4, 5), "全部调亮", "所有图片都换背景", "all of them", "这五张都",
+    "這五張都", "every image", "all five")
+add(K, C4, a(1, 2), "the top two", "上面两张", "上面兩張", "最上面两张")
+add(K, C4, a(3, 4), "下面两张", "the bottom two")
+add(K, C4, a(1, 2, 3), "最上面三张")
+add(K, C4, a(2, 3, 4), "the bottom three")
+add(K, G3, row_of(3), "最下面一排全部", "the bottom row", "最下面一排都调亮",
+    "the whole bottom row")
+add(K, G3, row_of(1), "第一排全部", "the whole top row", "上面三张", "the top three")
+add(K, G3, row_of(2), "第二行都", "中间一排都", "the middle row")
+add(K, G3, col_of(2), "整个第二列", "the whole second column", "the middle column")
+add(K, G3, col_of(1), "the left column", "最左边一列", "左边三个")
+add(K, G3, col_of(3), "最右边一列", "最右邊一列", "右边三个")
+corners = ("r1c1", "r1c3", "r3c1", "r3c3")
+add(K, G3, corners, "四个角", "the corners", "the four corners", "四個角落的", "四个角上的都")
+add(K, G3, tuple(cell(k) for k in range(1, 10)), "全部九张", "所有的图", "all nine")
+add(K, G2, row_of(1, 2), "the top two", "上面两张", "上面那排")
+add(K, G2, col_of(2, 2), "右边两张", "the two on the right")
+add(K, G2, row_of(2, 2), "the bottom two", "下面那排")
+add(K, G2, col_of(1, 2), "左边两张")
+add(K, RAG, ("A", "B", "C"), "第一排全部", "the top row")
+add(K, RAG, ("D", "E", "F"), "the bottom row", "最下面一排")
+
+# --- lists and exclusions -----------------------------------------------------------------
+K = "lists_exclusions"
+add(K, R5, a(1, 5), "第一和第五个", "第一張和第五張", "the first and the last", "第一和最后一张",
+    "最左边和最右边的")
+add(K, R5, a(1, 3), "第一张和第三张", "1st and 3rd")
+add(K, R5, a(1, 3, 5), "第1、3、5张", "first, third and fifth", "第一、第三和第五张")
+add(K, R5, a(2, 4), "第二个跟第四个", "the second and fourth images", "第二張和第四張")
+add(K, R5, a(1, 2, 3, 4), "除了最后一张都调亮", "除了最後一張", "all but the last",
+    "except the rightmost", "everything except the last one")
+add(K, R5, a(2, 3, 4, 5), "all except the first", "除了第一张")
+add(K, R5, a(1, 3, 4, 5), "除了第二张，其他都调亮", "all but the second")
+add(K, R5, a(2, 4, 5), "除了第一和第三张")
+add(K, R5, a(1, 2, 4, 5), "everything but the middle one", "除了中间那张")
+add(K, R5, a(1, 2, 3), "除了最后两张", "all except the last two")
+add(K, R5, a(1, 2, 4, 5), "其他的都调亮，除了第三张")
+add(K, R3, a(2, 3), "除了左边那张", "除了左邊那張", "all but the left one")
+add(K, G3, row_of(1) + row_of(3), "第一和第三排", "the first and third rows")
+add(K, G3, ("r1c1", "r3c3"), "左上和右下", "the top-left and bottom-right ones", "左上和右下那兩張")
+add(K, G3, row_of(2) + row_of(3), "除了第一排", "all but the top row")
+add(K, G3, ("r1c2", "r2c1", "r2c2", "r2c3", "r3c2"), "everything except the corners", "除了四个角")
+add(K, G3, tuple(cell(k) for k in range(1, 10) if k != 5), "除了中间那张都调亮")
+add(K, RES4, r(1, 3), "第一和第三个", "the first and third variants")
+add(K, RES4, r(1, 3, 4), "除了第二个")
+add(K, RES4, r(1, 2, 3), "all but the last variant")
+add(K, select_nodes(R3, "n1"), a(2, 3), "除了选中的都调亮", "all except the selected one")
+
+# --- version chain positions ----------------------------------------------------------------
+K = "version_chain"
+add(K, CH4, ("v0",), "原图", "把原图调亮", "最初那张", "参考图", "the original", "原圖", "最初那張",
+    "第一版", "the first version", "回到原图再改")
+add(K, CH4, ("v2",), "上一个版本", "上个版本", "上一版", "上一個版本", "the previous version",
+    "one version back", "the version before", "倒数第二个版本", "the second-to-last version",
+    "第3版", "the third version")
+add(K, CH4, ("v1",), "上上个版本", "上上個版本", "two versions back", "两个版本之前",
+    "兩個版本之前", "the first generated version", "第一个生成的版本", "第一次生成的那张",
+    "第一次生成的那張", "第二个版本", "version 2")
+add(K, CH4, ("v0",), "上上上个版本", "three versions back", "三个版本之前")
+add(K, CH4, ("v3",), "最新的", "最新那张", "the latest one", "刚生成的", "上一个结果",
+    "the previous result", "这个结果", "上一轮的", "the last version", "剛生成的")
+add(K, CH5, ("v2",), "上上个版本", "two versions back", "倒数第三个版本",
+    "the second generated version", "第二次生成的")
+add(K, CH5, ("v1",), "the first generated version", "三个版本之前")
+add(K, CH5, ("v0",), "原图", "the original")
+add(K, CH2, ("v0",), "上一个版本", "the original", "上一個版本")
+
+# --- turns that produced several results -----------------------------------------------------
+K = "turn_results"
+add(K, RES4, r(3), "第三个", "第三张", "the third variant", "the third one", "第三个结果",
+    "第三個結果", "variant 3", "倒数第二个")
+add(K, RES4, r(2), "第二个变体", "the second image", "第二張")
+add(K, RES4, r(4), "the last variant", "最后一个", "最後一個")
+add(K, RES4, r(1), "the first result", "第一張", "第一个")
+add(K, RES4, None, "再亮一点", "再亮一點", "make it brighter", "调亮一点", "换个背景",
+    "这张再亮一点", "這張再亮一點", "this one but bluer")
+add(K, RES4, r(1, 2, 3, 4), "这四张都再亮一点", "都再亮一点", "all of them brighter", "all four",
+    "這幾張都調亮", "these four")
+add(K, with_results(R3, 4), r(3), "第三个结果", "the third variant")
+add(K, with_results(R3, 4), a(2), "第二个")
+add(K, results(1), r(1), "再亮一点", "make it brighter", "再亮一點", modes=MEMORY)
+add(K, results(3), r(2), "第二個", "the second result")
+
+# --- selection by selectedNodeIds only, isSelected only, selectedAssetIds ---------------------
+K = "selection"
+for scene, target in ((select_nodes(R3, "n2"), a(2)), (flag_nodes(R3, "n3"), a(3)),
+                      (select_assets(R3, "a1"), a(1))):
+    add(K, scene, target, "选中的这张调亮", "调亮一点", "make the selected one brighter", "選中的",
+        "当前这张", modes=SELECTION)
+add(K, select_nodes(R3, "n1", "n3"), a(1, 3), "我选的这几张都调亮", "the selected ones", "调亮",
+    modes=SELECTION)
+add(K, flag_nodes(R3, "n1", "n2"), a(1, 2), "我選的這幾張", "选中的几张", modes=SELECTION)
+add(K, with_results(select_nodes(R3, "n2"), 4), a(2), "再亮一点", modes=SELECTION)
+add(K, with_results(flag_nodes(R3, "n1"), 4), a(1), "make it brighter", modes=SELECTION)
+add(K, R3, None, "选中的那张", "the selected one", "選中的那張")
+
+# --- this turn's uploads and working memory ---------------------------------------------------
+K = "priority"
+add(K, upload(R3, "u1"), ("u1",), "调亮一点", "make it brighter", modes=UPLOAD)
+add(K, CH4, ("v3",), "再亮一点", "调亮", "make it brighter", modes=MEMORY)
+add(K, CH4, ("v3",), "在左上角加个logo", "add a logo in the top-left corner", modes=MEMORY)
+add(K, Scene("empty"), None, "再亮一点", "make it brighter")
+add(K, R3, None, "调亮一点", "make it brighter")
+
+# --- negation and redirects -------------------------------------------------------------------
+K = "negation"
+add(K, R3, a(3), "不要左边的，要右边那个", "不要左邊的，要右邊那個",
+    "not the left one, the right one", "改右边的，不是左边的", "the right one, not the left")
+add(K, R3, a(3), "不是第二张，是第三张")
+add(K, R3, a(2), "不是第一張，是第二張", "not the first, the second")
+selected_chain = select_nodes(chain_on_canvas(3), "nv")
+add(K, selected_chain, ("v0",), "不要改选中的，改原图", "不要改選中的，改原圖",
+    "not the selected one, the original")
+add(K, selected_chain, ("v1",), "别改选中的，改上一个版本")
+add(K, G3, ("r2c2",), "不要第一排的，要第二排第二个")
+
+# --- ordinals and regions that do not exist ---------------------------------------------------
+K = "nonexistent"
+add(K, R5, None, "第六个", "第六張", "the sixth one", "倒数第六个", "seventh from the right",
+    "右边六个", "第十一张", "第１１张", "第二排", "the second row", "第一和第六张", "除了第六张")
+add(K, G3, None, "第七排", "第四排第一个", "the fourth row, first picture", "第二排第四个",
+    "第四列", "the fifth column", "第十张", "倒数第四排", "第二排第四個")
+add(K, RES4, None, "第五个", "the fifth variant", "第五個結果")
+add(K, CH2, None, "上上个版本", "two versions back", "the second generated version")
+add(K, CH4, None, "四个版本之前", "four versions back", "第五版", "左边那张", "第三张")
+
+# --- references the rules cannot fully read --------------------------------------------------
+K = "partial"
+R3_FOCUS = with_results(R3, 1)
+add(K, R3_FOCUS, None, "有猫的那张", "the one with the dog", "蓝色背景那张", "the blurry one",
+    "那张日落的", "有貓的那張", "the picture of the beach")
+add(K, G3, None, "左边那张", "the top one", "第二排那张", "右数第二个", "上面两张",
+    "third from the right")
+add(K, R4, None, "中间那张", "the middle one")
+
+# =============================================================================================
+# Round 2: more scenes and phrasings, written after the redesign, measured before any change.
+ROUND = 2
+G24, G42, R7, C3 = grid(2, 4), grid(4, 2), row(7), column(3)
+CH6, RES6 = chain(6), results(6)
+
+K = "script_numerals"
+add(K, G24, ("r2c3",), "第七张", "第７个", "第七張圖", "the seventh image")
+add(K, G24, ("r2c4",), "第八幅")
+add(K, R7, a(6), "第六個", "第６張", "第 6 张")
+add(K, R7, a(2), "把第二幅畫調亮")
+
+K = "mixed_language"
+add(K, G24, ("r2c1",), "bottom-left 那幅")
+add(K, G24, ("r1c4",), "top-right 的调亮一点")
+add(K, R7, a(2), "the second 张")
+add(K, R7, a(7), "把 last one 调亮")
+add(K, R7, a(1), "leftmost 那张")
+add(K, R7, a(6), "the 倒数第二个")
+add(K, CH6, ("v3",), "上上个 version")
+add(K, CH6, ("v0",), "the 原图 please", "original image 调亮")
+add(K, RES6, r(4), "第四个 result")
+add(K, RES6, r(5), "the 第五个结果")
+
+K = "row_column"
+add(K, G24, ("r2c3",), "第二排第三个", "第三列第二个")
+add(K, G24, ("r2c4",), "second row, fourth image", "第二行倒数第一个")
+add(K, G24, ("r1c4",), "第一排最右边那张")
+add(K, G24, ("r2c1",), "the bottom image in the first column")
+add(K, G24, ("r1c3",), "top row, third one")
+add(K, G42, ("r4c1",), "第四排第一个", "最后一排左边那张")
+add(K, G42, ("r3c2",), "third row, the right one", "第三行右边")
+add(K, G42, ("r1c2",), "第二列最上面")
+add(K, RAG, ("B",), "第一排中间那张", "the middle one in the top row")
+add(K, RAG, ("E",), "第二排中间")
+
+K = "from_either_end"
+add(K, R7, a(5), "倒数第三张", "从右边数第三个")
+add(K, R7, a(3), "third from the left", "中间偏左那张")
+add(K, R7, a(4), "the fourth from the right")
+add(K, R7, a(7), "右数第一个")
+add(K, R7, a(6), "second from the end")
+add(K, R7, a(1), "倒數第七個")
+add(K, R7, a(5), "the centre-right one")
+add(K, C3, a(2), "从下往上数第二张", "second from the top")
+add(K, C3, a(3), "从上往下数第三个", "the bottom one")
+
+K = "sets"
+add(K, R7, a(1, 2, 3), "左边三张")
+add(K, R7, a(6, 7), "the right two")
+add(K, R7, a(4, 5, 6, 7), "最右边四个")
+add(K, R7, a(1, 2, 3, 4), "the first four")
+add(K, R7, a(5, 6, 7), "后三张")
+add(K, R7, a(1, 2, 3, 4, 5, 6, 7), "所有七张")
+add(K, R7, a(3, 4, 5), "中间那三张")
+add(K, G24, row_of(2, 4), "下面那一排")
+add(K, G24, row_of(1, 4), "the top row")
+add(K, G24, col_of(1, 2) + col_of(2, 2), "最左边两列")
+add(K, G24, col_of(3, 2) + col_of(4, 2), "右边四张")
+add(K, G24, col_of(3, 2), "the whole third column")
+add(K, G24, ("r1c1", "r1c4", "r2c1", "r2c4"), "四个角的图")
+
+K = "lists_exclusions"
+add(K, R7, a(2, 4, 6), "第二、四、六张")
+add(K, R7, a(1, 7), "第一个和第七个")
+add(K, R7, a(2, 6), "the second and the sixth")
+add(K, R7, a(2, 3, 4, 5, 6), "除了第一张和最后一张")
+add(K, R7, a(1, 2, 3, 5, 6, 7), "all except the middle one")
+add(K, R7, a(1, 2, 4, 5, 6, 7), "都调亮，第三张除外")
+add(K, R7, a(2, 3, 4, 5, 6, 7), "everything but the leftmost")
+add(K, G24, col_of(1, 2) + col_of(4, 2), "第一列和第四列")
+add(K, G24, row_of(1, 4), "除了第二排")
+
+K = "version_chain"
+add(K, CH6, ("v2",), "上上上个版本")
+add(K, CH6, ("v0",), "five versions back", "回到最初的版本", "the very first version")
+add(K, CH6, ("v1",), "four versions back", "第二个版本")
+add(K, CH6, ("v3",), "第4版", "倒数第三个版本", "the third generated version", "第三次生成的")
+add(K, CH6, ("v4",), "the fifth version", "the previous version", "上一版")
+
+K = "turn_results"
+add(K, RES6, r(5), "第五个", "倒数第二个结果")
+add(K, RES6, r(6), "the sixth variant", "第六个结果")
+add(K, RES6, r(2), "option 2")
+add(K, RES6, None, "再暖一点", "make it warmer")
+add(K, RES6, r(1, 2, 3, 4, 5, 6), "都再暖一点")
+add(K, RES6, r(1, 2), "the first two variants", "前两个结果")
+
+K = "selection"
+add(K, select_nodes(G24, "n23"), ("r2c3",), "这张调亮", modes=SELECTION)
+add(K, flag_nodes(G24, "n11", "n24"), ("r1c1", "r2c4"), "选中的两张", modes=SELECTION)
+add(K, select_assets(G24, "r1c2"), ("r1c2",), "the selected picture", "换背景", modes=SELECTION)
+
+K = "negation"
+add(K, R7, a(4), "不是第三张，是第四张")
+add(K, R7, a(1), "not the last one, the first one")
+add(K, R7, a(2), "别动第一张，改第二张")
+add(K, R7, a(7), "把右边那张改了，左边的别动")
+
+K = "nonexistent"
+add(K, R7, None, "第八张", "the eighth one", "倒数第八个", "右边八个", "第二排第一个")
+add(K, G24, None, "第三排", "第五列", "the third row", "第一排第五个")
+add(K, RES6, None, "第七个结果", "the seventh variant")
+add(K, CH6, None, "六个版本之前", "第七版", "the sixth generated version")
+
+K = "partial"
+add(K, with_results(R7, 1), None, "the sunset one", "颜色最暗的那张", "the one that looks blurry",
+    "带logo的那张", "那张有人的")
+add(K, G24, None, "左边那张", "the middle one")
+
+# =============================================================================================
+# Round 3: written after round 2 was fixed, measured before any change.
+ROUND = 3
+G45, R6C = grid(4, 5), row(6)
+R3_ONE = with_results(R3, 1)
+
+K = "script_numerals"
+add(K, G3, ("r1c3",), "把3号调亮", "no. 3")
+add(K, G45, ("r4c5",), "第二十张")
+add(K, G45, ("r3c3",), "第十三个", "the 13th picture")
+add(K, G45, ("r3c1",), "倒數第十個")
+add(K, R3, a(3), "第三張圖片")
+
+K = "mixed_language"
+add(K, G3, ("r1c3",), "右上角 that one")
+add(K, R5, a(2), "2nd 那个")
+add(K, G3, ("r2c2",), "middle row 的第二个")
+add(K, G3, row_of(1), "top 那一排")
+
+K = "row_column"
+add(K, G3, ("r2c3",), "第二行的第三张", "row 2, image 3", "the 2nd row, 3rd image")
+add(K, G3, ("r2c1",), "第二排里面第一张")
+add(K, G3, ("r3c1",), "in the third row, the first one")
+add(K, G3, ("r3c3",), "第三列最下面那张")
+add(K, G3, ("r3c2",), "the middle image of the bottom row", "最下面一排的中间")
+
+K = "from_either_end"
+add(K, R6C, a(5), "倒数第2张", "second-last", "second from right")
+add(K, R6C, a(4), "从右往左数第三张")
+add(K, R6C, a(2), "从左往右第二个")
+add(K, R6C, a(3), "3rd from left")
+
+K = "sets"
+add(K, R6C, a(4, 5, 6), "右边的三张", "最后三个")
+add(K, R6C, a(1, 2), "左边那两张")
+add(K, R6C, a(1, 2, 3), "the leftmost three")
+add(K, R6C, a(1, 2, 3, 4, 5, 6), "all 6", "六张全部")
+add(K, G3, row_of(1), "最上面一行的三张")
+add(K, G3, col_of(2), "中间那一列", "the centre column")
+add(K, G3, ("r1c1", "r1c3", "r3c1", "r3c3"), "四个角上的图片")
+
+K = "lists_exclusions"
+add(K, R6C, a(2, 4, 6), "第二张、第四张和第六张")
+add(K, R6C, a(1, 3, 5), "the 1st, 3rd and 5th")
+add(K, R6C, a(1, 2), "第一、二张")
+add(K, R6C, a(1, 4, 5, 6), "除了第二个和第三个，其他都调亮")
+add(K, R6C, a(2, 3, 4, 5), "all except the first and the last")
+add(K, R6C, a(2, 3, 4, 5, 6), "除了最左边的")
+
+K = "version_chain"
+add(K, CH5, ("v2",), "上上一个版本", "退回到上上个版本", "go back two versions")
+add(K, CH5, ("v1",), "第一次修改的")
+add(K, CH5, ("v0",), "the original upload", "最早那版")
+
+K = "turn_results"
+add(K, RES4, r(3), "第三个方案")
+add(K, RES4, r(2), "the 2nd option")
+add(K, RES4, r(4), "option #4", "第四个候选")
+add(K, RES4, None, "好，就这样再亮一点", "nice, more contrast")
+
+K = "selection"
+add(K, select_nodes(R3, "n3"), a(3), "我刚选的那张", modes=SELECTION)
+add(K, flag_nodes(R3, "n1", "n2"), a(1, 2), "框选的这两张", modes=SELECTION)
+
+K = "priority"
+add(K, CH4, ("v3",), "make the background blue", "把背景换成蓝色", modes=MEMORY)
+add(K, R3_ONE, r(1), "在左边加一棵树", modes=MEMORY)
+
+K = "negation"
+add(K, R3, a(1), "不改中间的，改左边", "右边那张别动，改左边那张")
+add(K, R3, a(3), "leave the middle, edit the right one")
+
+K = "nonexistent"
+add(K, R6C, None, "第七张", "倒数第七个", "the 3rd row", "左边七张")
+add(K, CH5, None, "上上上上上上个版本", "ten versions back")
+
+K = "partial"
+add(K, R3_ONE, None, "the cat picture", "穿红衣服的那张", "the darker one", "那张比较亮的",
+    "the image with the red car")
+
+# =============================================================================================
+# Round 4: phrasings found silently wrong while reviewing round 3's fixes, added with their fix.
+ROUND = 4
+
+K = "row_column"
+add(K, G24, ("r2c2",), "第二排的左边第二张")
+add(K, G24, ("r1c4",), "第一排右边第一张")
+add(K, G24, ("r2c3",), "第二排从右数第二个")
+add(K, G24, ("r1c3",), "第一排里面第三个", "the second from the right in the top row")
+
+K = "partial"
+add(K, G24, None, "the second one in the top row from the right")
+add(K, G3, None, "中间那张周围的", "the one next to the middle one")
+
+K = "row_column"
+add(K, G3, ("r1c1", "r3c1"), "第一排和第三排的第一个")
+add(K, G3, ("r3c2",), "最下面中间那张", "the bottom centre image")
+add(K, G3, ("r1c2",), "上面中间", "the top middle one")
+add(K, G3, ("r2c1",), "左边中间那张", "middle left")
+add(K, G3, ("r2c3",), "the middle-right one")
+
+K = "lists_exclusions"
+add(K, R5, a(2, 3, 4), "第二到第四张", "第2-4张", "images 2 to 4")
+
+KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
+         "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
+         "nonexistent", "partial"]

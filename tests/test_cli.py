@@ -1,0 +1,255 @@
+"""The `memory-gateway` command as a user runs it (SPEC §2): `--config` in any position,
+`--version`, which database the key commands used, `keys list` output, quiet ends on a closed
+pipe, and exit codes when `serve` cannot start."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import build_parser
+from gateway.store.database import migrate
+from tests.processes import ROOT, free_port, running
+
+TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def cli(cwd: Path, *args: str, env: dict[str, str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway ARGS` run from `cwd` (a folder that is not the checkout)."""
+    return subprocess.run([sys.executable, "-m", "gateway", *args], cwd=cwd,
+                          env=env or clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write_config(folder: Path, **sections: dict[str, object]) -> Path:
+    lines = []
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    path = folder / "gateway.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path, storage={"root": str(tmp_path / "data"),
+                                           "database": str(tmp_path / "data" / "gw.db")})
+
+
+@pytest.mark.parametrize("order", [
+    ["--config", "{c}", "keys", "create", "--user", "bob"],
+    ["keys", "--config", "{c}", "create", "--user", "bob"],
+    ["keys", "create", "--config", "{c}", "--user", "bob"],
+    ["keys", "create", "--user", "bob", "--config", "{c}"],
+])
+def test_config_is_taken_before_or_after_the_commands_arguments(
+    tmp_path: Path, config: Path, order: list[str]
+) -> None:
+    created = cli(tmp_path, *[part.format(c=config) for part in order])
+
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.splitlines()[-1]
+    listed = cli(tmp_path, "keys", "list", "--user", "bob", "--config", str(config))
+    assert token.split("_")[1] in listed.stdout
+    assert not (tmp_path / "storage").exists()  # nothing made at the default path
+    db = tmp_path / "data" / "gw.db"
+    assert f"database {db} (from {config})" in created.stderr
+
+
+def test_every_command_lists_config_in_its_help() -> None:
+    checked = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    full = f"{name} {sub_name}".strip()
+                    assert "--config FILE" in sub.format_help(), f"{full} --help"
+                    checked.append(full)
+                    walk(sub, full)
+
+    walk(build_parser(), "")
+    assert {"serve", "keys", "keys create", "keys list", "keys revoke", "migrate", "doctor",
+            "dev-upstream", "gc", "backfill"} <= set(checked)
+
+
+@pytest.mark.parametrize("verb", [["serve"], ["migrate"], ["gc"], ["doctor"], ["dev-upstream"]])
+def test_config_after_any_verb_is_read(tmp_path: Path, verb: list[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nno_such_key = 1\n")
+
+    result = cli(tmp_path, *verb, "--config", str(bad))
+
+    # Every command read the file: the unknown key stops it, named.
+    assert result.returncode != 0
+    assert "no_such_key" in result.stdout + result.stderr
+
+
+def test_version_is_printed() -> None:
+    result = cli(ROOT, "--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"memory-gateway {version('memory-gateway')}"
+
+
+def test_keys_commands_say_which_default_database_they_used(tmp_path: Path) -> None:
+    first = cli(tmp_path, "keys", "create", "--user", "alice")
+    second = cli(tmp_path, "keys", "list")
+
+    default = tmp_path / "storage" / "_gateway.db"
+    assert first.stderr.startswith(f"created database {default} (the default; --config FILE")
+    assert second.stderr.startswith(f"using database {default} (the default")
+    assert default.exists()
+
+
+def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: Path) -> None:
+    alice = cli(tmp_path, "keys", "create", "--user", "alice", "--config", str(config))
+    cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config))
+    alice_id = alice.stdout.splitlines()[-1].split("_")[1]
+    assert cli(tmp_path, "keys", "revoke", alice_id, "--config", str(config)).returncode == 0
+
+    table = cli(tmp_path, "keys", "list", "--config", str(config)).stdout.splitlines()
+    as_json = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
+
+    assert table[0].split() == ["KEY", "ID", "USER", "STATE", "CREATED", "REVOKED"]
+    rows = {line.split()[1]: line for line in table[1:]}
+    assert set(rows) == {"alice", "bob"}
+    assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 2
+    assert " active " in rows["bob"] and len(TIME.findall(rows["bob"])) == 1
+    by_user = {key["user_id"]: key for key in as_json}
+    assert by_user["alice"]["id"] == alice_id and by_user["alice"]["state"] == "revoked"
+    assert by_user["bob"]["revoked_at"] is None
+    created = datetime.fromisoformat(by_user["bob"]["created_at"])
+    assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
+
+
+def test_output_cut_by_a_closed_pipe_ends_without_a_traceback(
+    tmp_path: Path, config: Path
+) -> None:
+    # An orphan folder with enough files that gc's report overflows the pipe's buffer.
+    orphans = tmp_path / "data" / "alice" / "memory_attachments" / "att_lost"
+    orphans.mkdir(parents=True)
+    for n in range(3000):
+        (orphans / f"file-with-a-long-enough-name-{n:05d}.bin").write_bytes(b"x")
+    migrate(str(tmp_path / "data" / "gw.db"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "gc", "--dry-run", "--grace-seconds", "0",
+         "--config", str(config)],
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()  # like `| head -1`
+    proc.stdout.close()
+    errors = proc.stderr.read().decode()
+    proc.stderr.close()
+
+    assert proc.wait(timeout=60) == 141
+    assert first.startswith(b"gc (dry run): would remove 3000 orphan file(s)")
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors, errors
+
+
+@pytest.fixture
+def without_schema(tmp_path: Path) -> Path:
+    """A copy of the package with no migrations beside or inside it, as a broken install."""
+    where = tmp_path / "site"
+    shutil.copytree(ROOT / "gateway", where / "gateway",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert not (where / "gateway" / "migrations").exists()
+    return where
+
+
+@pytest.mark.parametrize("args", [["migrate"], ["keys", "create", "--user", "bob"], ["serve"]])
+def test_a_command_that_finds_no_migrations_fails_loudly(
+    tmp_path: Path, without_schema: Path, args: list[str]
+) -> None:
+    env = clean_env(PYTHONPATH=str(without_schema),
+                    MEMORY_GATEWAY_STORAGE_ROOT=str(tmp_path / "data"),
+                    MEMORY_GATEWAY_STORAGE_DATABASE=str(tmp_path / "data" / "gw.db"),
+                    MEMORY_GATEWAY_SERVER_PORT=str(free_port()),
+                    MEMORY_GATEWAY_DEV_ENGINE_PORT=str(free_port()))
+
+    result = cli(tmp_path, *args, env=env)
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: no migrations found in {without_schema / 'migrations'}: this installation "
+        "of memory-gateway is incomplete (reinstall it)"]
+
+
+def test_doctor_fails_when_it_finds_no_migrations(tmp_path: Path, without_schema: Path) -> None:
+    db = tmp_path / "gw.db"
+    sqlite3.connect(db).close()
+    env = clean_env(PYTHONPATH=str(without_schema), MEMORY_GATEWAY_STORAGE_DATABASE=str(db),
+                    MEMORY_GATEWAY_STORAGE_ROOT=str(tmp_path / "data"))
+
+    result = cli(tmp_path, "doctor", env=env)
+
+    assert result.returncode == 1
+    assert re.search(r"^FAIL migrations +cannot read migrations: no migrations found",
+                     result.stdout, re.MULTILINE), result.stdout
+
+
+def serve_env(tmp_path: Path, gateway_port: int, engine_port: int, upstream: str = "",
+              ) -> dict[str, str]:
+    return clean_env(MEMORY_GATEWAY_SERVER_PORT=str(gateway_port),
+                     MEMORY_GATEWAY_DEV_ENGINE_PORT=str(engine_port),
+                     MEMORY_GATEWAY_UPSTREAM_BASE_URL=upstream,
+                     MEMORY_GATEWAY_STORAGE_ROOT=str(tmp_path / "data"),
+                     MEMORY_GATEWAY_STORAGE_DATABASE=str(tmp_path / "data" / "gw.db"),
+                     MEMORY_GATEWAY_DEV_ENGINE_DATABASE=str(tmp_path / "engine.db"),
+                     MEMORY_GATEWAY_SERVER_LOG_FORMAT="text")
+
+
+@pytest.mark.parametrize("busy", ["gateway", "dev engine"])
+def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> None:
+    gateway_port, engine_port = free_port(), free_port()
+    holder_port = gateway_port if busy == "gateway" else engine_port
+    holder_env = serve_env(tmp_path / "holder", free_port(), free_port())
+    url = f"http://127.0.0.1:{holder_port}"
+    with running(["dev-upstream", "--port", str(holder_port), "--database", ":memory:"],
+                 holder_env, url + "/health"):
+        result = cli(tmp_path, "serve", env=serve_env(tmp_path, gateway_port, engine_port))
+
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot listen on 127.0.0.1:{holder_port}" in errors[0]
+    assert "Traceback" not in result.stderr and "CancelledError" not in result.stderr
+
+
+@pytest.mark.parametrize("upstream", ["dev engine", "configured"])
+def test_serve_exits_non_zero_when_start_up_fails_after_opening_the_database(
+    tmp_path: Path, upstream: str
+) -> None:
+    db = tmp_path / "data" / "gw.db"
+    db.parent.mkdir()
+    migrate(str(db))
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE pending_intents")  # read by start-up's recovery
+    conn.close()
+    base_url = "" if upstream == "dev engine" else f"http://127.0.0.1:{free_port()}"
+
+    # It must end by itself: a process kept alive by database threads times out here.
+    result = cli(tmp_path, "serve", env=serve_env(tmp_path, free_port(), free_port(), base_url))
+
+    assert result.returncode == 1
+    assert "no such table: pending_intents" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: start-up failed (the log above says why); stopped")

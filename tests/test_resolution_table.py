@@ -1,0 +1,120 @@
+"""The resolution table (tests/resolution_cases): every row answers as written, and the answer does
+not depend on the order nodes or assets arrive in, nor on where the canvas sits or its scale."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opencc_purepy import OpenCC
+
+from gateway.resolution.resolver import ResolutionInput, resolve_targets
+from tests.resolution_cases import CASES, KINDS, Case
+from tests.resolution_cases.harness import resolution_input, verdict
+from tests.resolution_cases.scenes import row, with_results
+
+_SIMPLIFIED = OpenCC("t2s")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_table_row(case: Case) -> None:
+    decision = resolve_targets(resolution_input(case.scene, case.text))
+    assert verdict(case, decision) == "right", (
+        f"expected {case.expected} by {case.modes}, got {decision.target_asset_ids} by "
+        f"{decision.mode}: {decision.reason}"
+    )
+
+
+def _script(text: str) -> str:
+    if not re.search(r"[\u3400-\u9fff]", text):
+        return "english"
+    if _SIMPLIFIED.convert(text) != text:
+        return "traditional"
+    return "mixed" if re.search(r"[a-z]{3,}", text, re.IGNORECASE) else "simplified"
+
+
+def test_table_has_500_rows_in_both_languages_and_scripts_for_every_kind() -> None:
+    assert len(CASES) >= 500
+    assert {c.kind for c in CASES} == set(KINDS)
+    scripts = Counter((c.kind, _script(c.text)) for c in CASES)
+    for kind in KINDS:
+        if kind == "mixed_language":
+            assert scripts[kind, "mixed"] >= 40
+        else:
+            assert scripts[kind, "english"] and scripts[kind, "simplified"], kind
+    for script in ("traditional", "mixed"):
+        assert sum(n for (_, s), n in scripts.items() if s == script) >= 40, script
+    assert len({(c.scene, c.text) for c in CASES}) == len(CASES)
+
+
+# ---------------------------------------------------------------------------- property tests
+
+_ON_CANVAS = [c for c in CASES if len(c.scene.nodes) > 1]
+
+
+def _answer(inp: ResolutionInput) -> tuple[str, tuple[str, ...]]:
+    decision = resolve_targets(inp)
+    return decision.mode, decision.target_asset_ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(_ON_CANVAS), data=st.data())
+def test_canvas_node_order_never_changes_the_answer(case: Case, data: st.DataObject) -> None:
+    inp = resolution_input(case.scene, case.text)
+    nodes = data.draw(st.permutations(inp.canvas_nodes))
+    assert _answer(dataclasses.replace(inp, canvas_nodes=tuple(nodes))) == _answer(inp)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_asset_registration_order_never_changes_the_answer(case: Case, data: st.DataObject) -> None:
+    # the turn's results keep their own order (it is what "the third variant" counts); which asset
+    # was registered first among everything else the chat knows must not matter
+    inp = resolution_input(case.scene, case.text)
+    order = data.draw(st.permutations(list(inp.assets)))
+    assets = {
+        asset_id: dataclasses.replace(inp.assets[asset_id], created_at_ms=1000 + t)
+        for t, asset_id in enumerate(order)
+    }
+    assert _answer(dataclasses.replace(inp, assets=assets)) == _answer(inp)
+
+
+_SCALES = st.floats(min_value=0.05, max_value=50, allow_nan=False, allow_infinity=False)
+_SHIFTS = st.floats(min_value=-1e5, max_value=1e5, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(_ON_CANVAS), scale=_SCALES, dx=_SHIFTS, dy=_SHIFTS)
+def test_scaling_and_moving_the_canvas_never_changes_the_answer(
+    case: Case, scale: float, dx: float, dy: float
+) -> None:
+    inp = resolution_input(case.scene, case.text)
+    moved = tuple(
+        dataclasses.replace(
+            n,
+            x=n.x * scale + dx,
+            y=n.y * scale + dy,
+            width=None if n.width is None else n.width * scale,
+            height=None if n.height is None else n.height * scale,
+        )
+        for n in inp.canvas_nodes
+    )
+    assert _answer(dataclasses.replace(inp, canvas_nodes=moved)) == _answer(inp)
+
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["把背景换成3号色", "12月3号的照片再亮一点", "在左边加一棵树", "第一步先调色",
+     "把文字放在右下角", "add a cat in the top-left corner", "make the sky one shade bluer"],
+)  # fmt: skip
+def test_content_words_leave_the_focus_in_place(text: str) -> None:
+    # positions and numbers that describe the content, not which image: working memory decides
+    scene = with_results(row(3), 1)
+    decision = resolve_targets(resolution_input(scene, text))
+    answer = (decision.mode, decision.target_asset_ids)
+    assert answer == ("working_memory", ("r1",)), decision.reason
