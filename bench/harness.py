@@ -59,16 +59,18 @@ def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subp
 
 @contextmanager
 def gateway(
-    upstream_url: str, extra_env: dict[str, str] | None = None
+    upstream_url: str, extra_env: dict[str, str] | None = None, serve: list[str] | None = None
 ) -> Iterator[tuple[str, str]]:
-    """A gateway process in front of `upstream_url`; yields (base URL, API key)."""
-    with gateway_process(upstream_url, extra_env) as (url, key, _):
+    """A gateway process in front of `upstream_url`; yields (base URL, API key).
+
+    `serve` replaces the command after the interpreter (default `-m gateway serve`)."""
+    with gateway_process(upstream_url, extra_env, serve) as (url, key, _):
         yield url, key
 
 
 @contextmanager
 def gateway_process(
-    upstream_url: str, extra_env: dict[str, str] | None = None
+    upstream_url: str, extra_env: dict[str, str] | None = None, serve: list[str] | None = None
 ) -> Iterator[tuple[str, str, subprocess.Popen]]:
     """Like `gateway`, also yielding the process (for memory measurements)."""
     with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
@@ -87,7 +89,7 @@ def gateway_process(
             env=env, cwd=ROOT, capture_output=True, text=True, check=True,
         )
         key = created.stdout.strip().splitlines()[-1]
-        with process([PYTHON, "-m", "gateway", "serve"], env=env) as proc:
+        with process([PYTHON, *(serve or ["-m", "gateway", "serve"])], env=env) as proc:
             wait_for_port(port)
             yield f"http://127.0.0.1:{port}", key, proc
 

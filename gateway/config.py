@@ -59,7 +59,9 @@ class UpstreamSettings:
     )
     connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
     user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
-    headers: dict = _setting({}, "extra headers sent upstream, e.g. the engine's own API key")
+    headers: dict[str, Any] = _setting(
+        {}, "extra headers sent upstream, e.g. the engine's own API key"
+    )
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")
     flush_path: str = _setting("/api/v2/memory/flush", "the engine's flush path; empty = none")
@@ -69,7 +71,7 @@ class UpstreamSettings:
     )
     max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
     pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
-    allow_paths: list = _setting(
+    allow_paths: list[str] = _setting(
         [], "engine routes opened beyond the flavour's table, \"METHOD /path\" with {name} or a "
         "final * (docs/engines.md); the identity checks apply to them too"
     )

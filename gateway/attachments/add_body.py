@@ -60,12 +60,6 @@ def engine_type(content_type: str) -> str:
     return "doc"
 
 
-def result_type(content_type: str) -> str:
-    """The attachment `type` in search results: image, audio, video, else file."""
-    family = content_type.split("/", 1)[0]
-    return family if family in ("image", "audio", "video") else "file"
-
-
 def _name_from_uri(uri: str) -> str:
     path = urlsplit(uri).path if "://" in uri or uri.startswith("file:") else uri
     return last_segment(unquote(path))

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 
+# A canvas node as the rules read it (the client's names); CanvasNodeIn in routes/resolve.py
+# checks the request, this stays plain data for the pure rules.
 @dataclass(frozen=True)
 class CanvasNode:
     nodeId: str

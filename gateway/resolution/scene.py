@@ -10,6 +10,7 @@ from gateway.resolution.canvas import CanvasLayout, CanvasNode, along, canvas_la
 from gateway.resolution.parsing import ParsedText, Reference, parse_references
 
 
+# The few MediaAsset fields the rules read, as plain data: the rules stay pure, tested by tables.
 @dataclass(frozen=True)
 class AssetInfo:
     id: str

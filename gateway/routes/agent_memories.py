@@ -27,24 +27,7 @@ CONTENT_MAX = 2000
 Importance = Literal[1, 2, 3, 4, 5]
 
 
-class SourceMessageOut(CamelModel):
-    id: str
-    role: str
-    content: str
-    created_at_ms: int
-
-
-class MemoryOut(CamelModel):
-    id: str
-    agent_id: str
-    type: str
-    content: str
-    importance: int
-    status: str
-    source_message_id: str | None
-    source_message: SourceMessageOut | None
-    created_at_ms: int
-    updated_at_ms: int
+MemoryOut = agent_memories.AgentMemory  # the stored record is the answer
 
 
 class MemoryList(CamelModel):
@@ -84,7 +67,7 @@ async def create_memory(request: Request) -> Response:
         type=body.type.strip(), content=body.content.strip(), importance=body.importance,
         status=body.status, source_message_id=body.source_message_id,
     )
-    return json_response(MemoryOut.model_validate(memory), 201)
+    return json_response(memory, 201)
 
 
 @api(summary="List an agent's memories (not the deleted ones), newest first", query=MemoryQuery,
@@ -96,7 +79,7 @@ async def list_memories(request: Request) -> Response:
         services(request).db, user_id(request), request.path_params["agent_id"], statuses,
         query.limit, cursor_param(query.cursor, "cursor"),
     )
-    return json_response(MemoryList(memories=[MemoryOut.model_validate(m) for m in found],
+    return json_response(MemoryList(memories=list(found),
                                     next_cursor=next_cursor))
 
 
@@ -106,7 +89,7 @@ async def get_memory(request: Request) -> Response:
         services(request).db, user_id(request), request.path_params["agent_id"],
         request.path_params["memory_id"],
     )
-    return json_response(MemoryOut.model_validate(memory))
+    return json_response(memory)
 
 
 @api(summary="Change a memory's type, content, importance or status", request=MemoryPatch,
@@ -127,7 +110,7 @@ async def update_memory(request: Request) -> Response:
         services(request).db, user_id(request), request.path_params["agent_id"],
         request.path_params["memory_id"], **changes,
     )
-    return json_response(MemoryOut.model_validate(memory))
+    return json_response(memory)
 
 
 @api(summary="Delete a memory (status deleted: gone from lists and prompts)", status=204,

@@ -28,14 +28,7 @@ NAME_MAX = 200
 OPENING_MESSAGE_MAX = 4000
 
 
-class AgentOut(CamelModel):
-    id: str
-    name: str
-    profile: dict[str, Any]
-    opening_message: str | None
-    created_at_ms: int
-    updated_at_ms: int
-    last_message_at_ms: int | None
+AgentOut = agents.Agent  # the stored record is the answer (gateway/store/records.py)
 
 
 class AgentList(CamelModel):
@@ -64,7 +57,7 @@ async def create_agent(request: Request) -> Response:
         services(request).db, user_id(request), body.name.strip(), body.profile,
         body.opening_message,
     )
-    return json_response(AgentOut.model_validate(agent), 201)
+    return json_response(agent, 201)
 
 
 @api(summary="List agents, latest conversation activity first", query=PageQuery,
@@ -74,7 +67,7 @@ async def list_agents(request: Request) -> Response:
     found, next_cursor = await agents.list_page(
         services(request).db, user_id(request), query.limit, cursor_param(query.cursor, "cursor")
     )
-    return json_response(AgentList(agents=[AgentOut.model_validate(a) for a in found],
+    return json_response(AgentList(agents=list(found),
                                    next_cursor=next_cursor))
 
 
@@ -83,7 +76,7 @@ async def get_agent(request: Request) -> Response:
     agent = await agents.require(
         services(request).db, user_id(request), request.path_params["agent_id"]
     )
-    return json_response(AgentOut.model_validate(agent))
+    return json_response(agent)
 
 
 @api(summary="Update an agent's name, profile or opening message", request=AgentPatch,
@@ -101,7 +94,7 @@ async def update_agent(request: Request) -> Response:
     agent = await agents.update(
         services(request).db, user_id(request), request.path_params["agent_id"], **changes
     )
-    return json_response(AgentOut.model_validate(agent))
+    return json_response(agent)
 
 
 @api(summary="Delete an agent and its conversations", status=204, tag="agents")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 from pydantic import Field
 from starlette.requests import Request
@@ -14,27 +14,16 @@ from gateway.routes.common import api, json_body, json_response
 from gateway.routes.schema import CamelModel, CamelRequest, JsonObject, Text
 from gateway.services import services, user_id
 from gateway.store import assets
-from gateway.store.assets import MediaAsset, NewAsset, UnknownAssets
+from gateway.store.assets import MediaAsset, NewAsset, RelationType, SourceType, UnknownAssets
 
-SourceType = Literal[
-    "upload", "generated", "canvas", "storyboard_tile", "storyboard_video", "model3d_preview"
-]
-RelationType = Literal[
-    "edited_from",
-    "generated_from",
-    "reference_of",
-    "selected_in_turn",
-    "latest_result_of",
-    "located_on_canvas",
-    "derived_preview",
-    "upscaled_from",
-]
 AssetId = Annotated[Text, Field(min_length=1, max_length=64)]
 ShortText = Annotated[Text, Field(min_length=1, max_length=128)]
 Url = Annotated[Text, Field(min_length=1, max_length=8192)]
 MAX_PARENTS = 16
 
 
+# NewAsset's fields with the request's checks, plus the parents and their relation, which the
+# store takes as separate arguments (they become relation rows, not asset columns).
 class AssetIn(CamelRequest):
     chat_id: ShortText | None = None
     project_id: ShortText | None = None
@@ -56,46 +45,15 @@ class AssetIn(CamelRequest):
     metadata: JsonObject = Field(default_factory=dict)
 
 
-class AssetOut(CamelModel):
-    id: str
-    chat_id: str | None
-    project_id: str | None
-    media_type: str
-    source_type: str
-    status: str
-    original_url: str
-    preview_url: str | None
-    mime_type: str | None
-    width: int | None
-    height: int | None
-    display_name: str | None
-    prompt: str | None
-    model_id: str | None
-    source_message_id: str | None
-    source_node_id: str | None
-    root_asset_id: str
-    primary_parent_asset_id: str | None
-    summary: dict[str, Any]
-    metadata: dict[str, Any]
-    created_at_ms: int
-    updated_at_ms: int
+# The stored records are the answers (gateway/store/records.py).
+AssetOut = MediaAsset
+RelationOut = assets.Relation
 
 
 class RelationIn(CamelRequest):
     to_asset_id: AssetId
     relation_type: RelationType
     confidence: Annotated[int, Field(ge=0, le=100)] = 100
-
-
-class RelationOut(CamelModel):
-    id: str
-    from_asset_id: str
-    to_asset_id: str
-    relation_type: str
-    confidence: int
-    # 0 for the primary parent, 1.. for further parents; null for relations added later
-    parent_position: int | None
-    created_at_ms: int
 
 
 class LineageOut(CamelModel):
@@ -137,12 +95,12 @@ async def register_asset(request: Request) -> Response:
         )
     except UnknownAssets as exc:
         raise _unknown(exc, "parentAssetIds") from None
-    return json_response(AssetOut.model_validate(asset), 201)
+    return json_response(asset, 201)
 
 
 @api(summary="Read a media asset", response=AssetOut, tag="assets")
 async def read_asset(request: Request) -> Response:
-    return json_response(AssetOut.model_validate(await _owned(request)))
+    return json_response(await _owned(request))
 
 
 @api(summary="An asset's version chain back to its root, and everything derived from it",
@@ -156,9 +114,9 @@ async def read_lineage(request: Request) -> Response:
         LineageOut(
             asset_id=asset.id,
             root_asset_id=asset.root_asset_id,
-            chain=[AssetOut.model_validate(a) for a in found.chain],
-            children=[AssetOut.model_validate(a) for a in found.descendants],
-            relations=[RelationOut.model_validate(r) for r in found.relations],
+            chain=found.chain,
+            children=found.descendants,
+            relations=found.relations,
         )
     )
 
@@ -181,7 +139,7 @@ async def add_relation(request: Request) -> Response:
         )
     except UnknownAssets as exc:
         raise _unknown(exc, "toAssetId") from None
-    return json_response(RelationOut.model_validate(relation), 201 if created else 200)
+    return json_response(relation, 201 if created else 200)
 
 
 routes = [

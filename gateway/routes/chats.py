@@ -6,7 +6,7 @@ a turn (`POST /chats/{chat_id}/resolve`) is `gateway/routes/resolve.py`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 from starlette.requests import Request
@@ -29,7 +29,7 @@ from gateway.store.assets import UnknownAssets
 from gateway.store.cursors import encode_cursor
 from gateway.store.database import Database
 from gateway.store.resolutions import Resolution
-from gateway.store.working_state import ChatWorkingState
+from gateway.store.working_state import ChatWorkingState, TurnResult
 
 MAX_CHAT_ID_CHARS = 128
 MAX_IDS = 200
@@ -43,6 +43,7 @@ CanvasSnapshot = Annotated[list[JsonObject], Field(max_length=MAX_CANVAS_NODES)]
 # --- working state -----------------------------------------------------------------------------
 
 
+# ChatWorkingState's writable fields, with the request's checks (ids, sizes, JSON).
 class WorkingStateIn(CamelRequest):
     """The whole state; omitted fields become empty. `turnCount` is not writable."""
 
@@ -56,22 +57,15 @@ class WorkingStateIn(CamelRequest):
     last_canvas_snapshot: CanvasSnapshot | None = None
 
 
-class WorkingStateOut(CamelModel):
+class _ChatKey(CamelModel):
     chat_id: str
-    current_focus_asset_id: str | None
-    selected_asset_ids: list[str]
-    last_uploaded_asset_ids: list[str]
-    last_generated_asset_ids: list[str]
-    last_referenced_asset_ids: list[str]
-    last_resolved_asset_ids: list[str]
-    active_canvas_node_ids: list[str]
-    last_canvas_snapshot: list[dict[str, Any]] | None
-    turn_count: int
-    updated_at_ms: int | None = Field(description="null until the chat has a stored state")
 
+
+# The stored state with its chat (chat first: pydantic lists the last base's fields first).
+class WorkingStateOut(ChatWorkingState, _ChatKey):
     @classmethod
     def of(cls, chat_id: str, state: ChatWorkingState) -> WorkingStateOut:
-        return cls(chat_id=chat_id, **state.__dict__)
+        return cls(chat_id=chat_id, **dict(state))
 
 
 # --- turn results ------------------------------------------------------------------------------
@@ -81,37 +75,14 @@ class ResultsIn(CamelRequest):
     asset_ids: Annotated[list[Id], Field(min_length=1, max_length=MAX_IDS)]
 
 
-class ResultsOut(CamelModel):
-    id: str
-    chat_id: str
-    asset_ids: list[str]
-    created_at_ms: int
+class ResultsOut(TurnResult):  # the stored turn result, and the working state it left
     working_state: WorkingStateOut
 
 
 # --- resolution audit --------------------------------------------------------------------------
 
 
-class ResolutionOut(CamelModel):
-    id: str
-    chat_id: str
-    raw_text: str
-    uploaded_asset_ids: list[str]
-    selected_asset_ids: list[str]
-    candidate_asset_ids: list[str]
-    resolved_asset_ids: list[str]
-    resolution_mode: str
-    confidence: int
-    needs_clarification: bool
-    reasoning: str
-    created_at_ms: int
-
-    @classmethod
-    def of(cls, found: Resolution) -> ResolutionOut:
-        return cls(
-            id=found.id, chat_id=found.chat_id, created_at_ms=found.created_at_ms,
-            **found.audit.__dict__,
-        )
+ResolutionOut = Resolution  # the stored record is the answer (gateway/store/records.py)
 
 
 class ResolutionsPage(CamelModel):
@@ -192,13 +163,7 @@ async def record_results(request: Request) -> Response:
         raise ValidationFailed(
             f"assetIds: unknown asset ids: {', '.join(exc.missing)}", field="assetIds"
         ) from None
-    out = ResultsOut(
-        id=result.id,
-        chat_id=chat_id,
-        asset_ids=result.asset_ids,
-        created_at_ms=result.created_at_ms,
-        working_state=WorkingStateOut.of(chat_id, state),
-    )
+    out = ResultsOut(**dict(result), working_state=WorkingStateOut.of(chat_id, state))
     return json_response(out, 201)
 
 
@@ -216,7 +181,7 @@ async def list_resolutions(request: Request) -> Response:
         encode_cursor(page[-1].created_at_ms, page[-1].id) if len(found) > query.limit else None
     )
     return json_response(
-        ResolutionsPage(resolutions=[ResolutionOut.of(r) for r in page], next_cursor=next_cursor)
+        ResolutionsPage(resolutions=page, next_cursor=next_cursor)
     )
 
 

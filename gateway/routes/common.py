@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -12,9 +14,10 @@ from starlette.responses import Response
 from gateway.asgi import read_body
 from gateway.errors import ValidationFailed
 from gateway.services import services
-from gateway.upstream.proxy import response_headers
+from gateway.upstream.headers import response_headers
 
 Model = TypeVar("Model", bound=BaseModel)
+Handler = TypeVar("Handler", bound=Callable[[Request], Awaitable[Response]])
 
 # A request body nested deeper than this is refused (422) before any handler sees it. The
 # application models refuse stored JSON fields deeper than schema.MAX_JSON_DEPTH (32) as well.
@@ -100,6 +103,7 @@ def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Res
     return response
 
 
+@dataclass(frozen=True, kw_only=True)
 class ApiDoc:
     """What a handler takes and returns, read by the OpenAPI generator (gateway/openapi.py).
 
@@ -107,40 +111,26 @@ class ApiDoc:
     multipart/form-data), else the response's (e.g. a file's bytes). `also` lists other success
     statuses answered with the same body (201 created / 200 already there); `errors` the error
     statuses beyond those implied (401 with a key, 404 with a path id, 413/422 with input).
+    Used as a decorator (`api`), it attaches itself to the handler and keeps the handler's type.
     """
 
-    def __init__(
-        self,
-        *,
-        summary: str,
-        request: type[BaseModel] | None = None,
-        response: type[BaseModel] | None = None,
-        query: type[BaseModel] | None = None,
-        status: int = 200,
-        tag: str = "",
-        content_type: str | None = None,
-        also: tuple[int, ...] = (),
-        errors: tuple[int, ...] = (),
-    ) -> None:
-        self.summary = summary
-        self.request = request
-        self.response = response
-        self.query = query
-        self.status = status
-        self.tag = tag
-        self.content_type = content_type
-        self.also = also
-        self.errors = errors
+    summary: str
+    request: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    status: int = 200
+    tag: str = ""
+    content_type: str | None = None
+    also: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()
 
-
-def api(**kwargs: Any) -> Any:
-    """Decorator: attach an ApiDoc to a handler, e.g. `@api(summary=..., request=M, status=201)`."""
-
-    def mark(handler: Any) -> Any:
-        handler.__api__ = ApiDoc(**kwargs)
+    def __call__(self, handler: Handler) -> Handler:
+        handler.__api__ = self  # type: ignore[attr-defined]  # read back by gateway/openapi.py
         return handler
 
-    return mark
+
+# `@api(summary=..., request=M, status=201)` on a handler.
+api = ApiDoc
 
 
 def query_params(request: Request, model: type[Model]) -> Model:

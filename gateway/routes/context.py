@@ -63,9 +63,9 @@ async def agent_context(request: Request) -> Response:
         agent_id=agent.id,
         conversation_id=conversation.id if conversation else None,
         summary=conversation.summary if conversation else None,
-        memories=[MemoryOut.model_validate(m) for m in memories],
+        memories=list(memories),
         recent_messages=[MessageOut.model_validate(m) for m in recent],
-        facts=[FactOut.of(f) for f in active_facts],
+        facts=active_facts,
     ))
 
 

@@ -40,10 +40,8 @@ CONTENT_MAX = 100_000
 TITLE_MAX = 100
 
 
-class AttachmentOut(CamelModel):
-    source: str
-    reference_id: str
-    label: str
+# The stored records are the answers (gateway/store/records.py), but for messages (below).
+ConversationOut = conversations.Conversation
 
 
 class DisplayParamOut(CamelModel):
@@ -94,28 +92,18 @@ class ToolCallOut(CamelModel):
 
 
 class MessageOut(CamelModel):
+    """The message record with its tool call shown as ToolCallOut (built here, above the store)."""
+
     id: str
     conversation_id: str
     client_message_id: str
     role: str
     content: str
     status: str
-    attachments: list[AttachmentOut]
+    attachments: list[messages.MessageAttachment]
     metadata: dict[str, Any]
     created_at_ms: int
     tool_call: ToolCallOut | None = None  # role "tool" only
-
-
-class ConversationOut(CamelModel):
-    id: str
-    agent_id: str
-    is_default: bool
-    title: str
-    summary: str | None
-    message_count: int
-    last_message_at_ms: int | None
-    created_at_ms: int
-    updated_at_ms: int
 
 
 class ConversationList(CamelModel):
@@ -123,6 +111,7 @@ class ConversationList(CamelModel):
     next_cursor: str | None
 
 
+# The default conversation opened with its first page: a view across three records, not a row.
 class DefaultConversationOut(CamelModel):
     conversation_id: str
     agent_id: str
@@ -208,7 +197,7 @@ async def list_conversations(request: Request) -> Response:
         cursor_param(query.cursor, "cursor"),
     )
     return json_response(ConversationList(
-        conversations=[ConversationOut.model_validate(c) for c in found], next_cursor=next_cursor
+        conversations=list(found), next_cursor=next_cursor
     ))
 
 
@@ -222,7 +211,7 @@ async def create_conversation(request: Request) -> Response:
         services(request).db, user_id(request), request.path_params["agent_id"],
         body.title.strip() if body.title else None,
     )
-    return json_response(ConversationOut.model_validate(conversation), 201)
+    return json_response(conversation, 201)
 
 
 @api(summary="Read a conversation", response=ConversationOut, tag="conversations")
@@ -230,7 +219,7 @@ async def get_conversation(request: Request) -> Response:
     svc, caller = services(request), user_id(request)
     conversation = await conversations.get(svc.db, caller, request.path_params["conversation_id"])
     await svc.tool_calls.settle(caller, conversation.id)
-    return json_response(ConversationOut.model_validate(conversation))
+    return json_response(conversation)
 
 
 @api(summary="Delete a conversation (soft: it vanishes from lists and reads)", status=204,
@@ -285,7 +274,7 @@ async def post_message(request: Request) -> Response:
         summariser.schedule(svc, caller, appended.conversation.id,
                             appended.conversation.message_count)
     posted = MessagePosted(
-        conversation=ConversationOut.model_validate(appended.conversation),
+        conversation=appended.conversation,
         message=MessageOut.model_validate(appended.message),
     )
     return json_response(posted, 201 if appended.created else 200)

@@ -52,31 +52,7 @@ def _epoch_ms(value: Any) -> Any:
 EpochMs = Annotated[int, BeforeValidator(_epoch_ms), Field(ge=0, le=LATEST_MS)]
 
 
-class FactOut(CamelModel):
-    id: str
-    scope: str
-    fact_type: str
-    key: str
-    value: Any
-    confidence: int
-    source_type: str
-    source_conversation_id: str | None
-    source_message_id: str | None
-    pinned: bool
-    explicit: bool
-    observations: int
-    active: bool
-    expires_at: int | None
-    last_confirmed_at: int | None
-    created_at_ms: int
-    updated_at_ms: int
-
-    @classmethod
-    def of(cls, fact: facts.Fact) -> FactOut:
-        return cls.model_validate(
-            {**fact.__dict__, "expires_at": fact.expires_at_ms,
-             "last_confirmed_at": fact.last_confirmed_at_ms}
-        )
+FactOut = facts.Fact  # the stored record is the answer (gateway/store/records.py)
 
 
 class FactList(CamelModel):
@@ -92,6 +68,8 @@ class FactQuery(PageQuery):
     fact_type: FactType | None = None
 
 
+# facts.Observation with the request's checks; `expiresAt` takes an ISO time too, and `oneOff`
+# (a one-off instruction, refused: it is not a fact) is never stored.
 class FactObservation(CamelRequest):
     scope: Scope
     fact_type: FactType
@@ -142,7 +120,7 @@ async def observe_fact(request: Request) -> Response:
             expires_at_ms=body.expires_at,
         ),
     )
-    return json_response(FactOut.of(fact), 201 if created else 200)
+    return json_response(fact, 201 if created else 200)
 
 
 @api(summary="List facts, newest first", query=FactQuery, response=FactList, tag="memory facts")
@@ -152,13 +130,13 @@ async def list_facts(request: Request) -> Response:
         services(request).db, user_id(request), active=query.active, scope=query.scope,
         fact_type=query.fact_type, limit=query.limit, after=cursor_param(query.cursor, "cursor"),
     )
-    return json_response(FactList(facts=[FactOut.of(f) for f in found], next_cursor=next_cursor))
+    return json_response(FactList(facts=found, next_cursor=next_cursor))
 
 
 @api(summary="Read a fact", response=FactOut, tag="memory facts")
 async def get_fact(request: Request) -> Response:
     fact = await facts.get(services(request).db, user_id(request), request.path_params["fact_id"])
-    return json_response(FactOut.of(fact))
+    return json_response(fact)
 
 
 @api(summary="Edit a fact's value, confidence, pin or expiry", request=FactPatch,
@@ -172,7 +150,7 @@ async def update_fact(request: Request) -> Response:
     fact = await facts.update(
         services(request).db, user_id(request), request.path_params["fact_id"], **changes
     )
-    return json_response(FactOut.of(fact))
+    return json_response(fact)
 
 
 @api(summary="Delete a fact", status=204, tag="memory facts")

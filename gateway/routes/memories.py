@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import jsonio
-from gateway.attachments import recovery
+from gateway.attachments import intents
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
 from gateway.attachments.files import file_uri, safe_name
 from gateway.attachments.uris import check_uris
@@ -32,12 +32,12 @@ from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_excee
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.services import Services, request_id, services, user_id
-from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
 from gateway.upstream.flavors.base import AddScope, everos_scope
+from gateway.upstream.headers import upstream_headers
 from gateway.upstream.json_body import strict_json
-from gateway.upstream.proxy import TARGET_KEY, upstream_headers
+from gateway.upstream.proxy import TARGET_KEY
 from gateway.upstream.routes import ADD as HANDLED_ADD
 from gateway.upstream.routes import CUBE, GROUP, EngineRoute, named_in
 from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
@@ -70,6 +70,8 @@ class SearchRequest(BaseModel):
     filters: dict[str, Any] | None = None
 
 
+# These document the answer the search path writes straight to bytes (gateway/search/items.py's
+# `result`, or the C page scanner): no model is built per request, for speed.
 class Attachment(BaseModel):
     type: str
     name: str
@@ -171,24 +173,14 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
-    await attachments.begin_intent(svc.db, intent, scope.key(), *svc.lease.hold())
-    try:
+    async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)
         status, headers, body = await _forward(request, svc, caller, add_path, raw, outgoing)
-    except BaseException:
-        await _undo(svc, intent)
-        raise
-    if 200 <= status < 300:
-        await attachments.commit_intent(svc.db, intent)
-        svc.metrics.attachments_recorded(intent.mappings)
-    else:
-        await _undo(svc, intent)
+        if 200 <= status < 300:
+            await pending.commit()
+            svc.metrics.attachments_recorded(intent.mappings)
     return relayed(status, headers, body)
-
-
-async def _undo(svc: Services, intent: Intent) -> None:
-    await recovery.abandon(svc.db, svc.files, intent)
 
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,

@@ -88,6 +88,7 @@ class ResolveIn(CamelRequest):
     context_payload: ContextPayload = ContextPayload()
 
 
+# The decision under the API's names (targets, reason), not the stored Audit of what it saw.
 class ResolveOut(CamelModel):
     resolution_id: str
     target_asset_ids: list[str]
@@ -136,8 +137,7 @@ def state_after(
     """
     targets = list(decision.target_asset_ids)
     canvas = inp.canvas_nodes
-    return dataclasses.replace(
-        state,
+    return state.model_copy(update=dict(
         turn_count=state.turn_count + 1,
         current_focus_asset_id=targets[0] if targets else state.current_focus_asset_id,
         last_resolved_asset_ids=targets or state.last_resolved_asset_ids,
@@ -156,7 +156,7 @@ def state_after(
         last_canvas_snapshot=(
             [_snapshot(n) for n in canvas] if canvas else state.last_canvas_snapshot
         ),
-    )
+    ))
 
 
 async def _resolution_input(

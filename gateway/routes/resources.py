@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from gateway.attachments import recovery
+from gateway.attachments import intents
 from gateway.attachments.add_body import OCTET_STREAM, guess_type
 from gateway.attachments.files import file_uri, last_segment, path_from_uri, safe_name
 from gateway.attachments.uploads import receive_upload
@@ -19,7 +19,7 @@ from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.routes.common import api, json_response, query_params, relayed
 from gateway.services import Services, services, user_id
-from gateway.store import attachments, resources
+from gateway.store import resources
 from gateway.store.attachments import RESOURCE_SOURCE, Intent, new_mapping
 from gateway.store.cursors import decode_cursor, encode_cursor
 from gateway.store.resources import Resource
@@ -28,6 +28,7 @@ from gateway.upstream.flavors import AddScope, flavor_for
 MAX_SCOPE_CHARS = 128
 
 
+# Not the Resource row: the API shows a resource:// URI and an ISO time, never the file's path.
 class ResourceOut(BaseModel):
     id: str
     uri: str
@@ -149,22 +150,16 @@ async def upload(request: Request) -> Response:
     )
     try:
         await svc.files.rename(received.stored, name_on_disk)
-        await attachments.begin_intent(
-            db, intent, (app_id, project_id, session_id), *svc.lease.hold()
-        )
     except BaseException:
-        await svc.files.remove_folder(folder)  # no intent recorded: nobody else knows the file
+        await svc.files.remove_folder(folder)
         raise
-    try:
+    session = (app_id, project_id, session_id)
+    async with intents.recorded(db, svc.files, intent, session, svc.lease) as pending:
         failure = await _ingest(svc, resource)
-    except BaseException:
-        await _undo(svc, intent)
-        raise
-    if failure is not None:
-        await _undo(svc, intent)
-        return failure
-    await attachments.commit_intent(db, intent)
-    svc.metrics.attachments_recorded(intent.mappings)
+        if failure is not None:
+            return failure
+        await pending.commit()
+        svc.metrics.attachments_recorded(intent.mappings)
     return json_response(resource_out(resource), 201)
 
 
@@ -181,10 +176,6 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
         if not 200 <= status < 300:
             return relayed(status, headers, body)
     return None
-
-
-async def _undo(svc: Services, intent: Intent) -> None:
-    await recovery.abandon(svc.db, svc.files, intent)
 
 
 @api(summary="List your resources, newest first", query=ResourceListQuery, response=ResourcePage,

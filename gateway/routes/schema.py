@@ -14,15 +14,10 @@ from pydantic.alias_generators import to_camel
 
 from gateway.errors import ValidationFailed
 from gateway.store.cursors import Cursor, decode_cursor
+from gateway.store.records import CamelModel as CamelModel  # responses' base, re-exported
 
 MAX_JSON_DEPTH = 32
 MAX_JSON_CHARS = 64 * 1024
-
-
-class CamelModel(BaseModel):
-    """Responses: snake_case attributes, camelCase JSON; built from the store's dataclasses."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, from_attributes=True)
 
 
 class CamelRequest(CamelModel):

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import jsonio
-from gateway.attachments.add_body import result_type
 from gateway.search import page_scan
 from gateway.search.matching import FilenameMatcher, searchable_text
 from gateway.store import attachments as store
@@ -25,6 +24,12 @@ from gateway.store.database import Database
 
 CACHE_SESSIONS = 4096
 CACHE_LOOKUPS = 1024
+
+
+def result_type(content_type: str) -> str:
+    """The attachment `type` in search results: image, audio, video, else file."""
+    family = content_type.split("/", 1)[0]
+    return family if family in ("image", "audio", "video") else "file"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
@@ -13,20 +12,19 @@ from gateway.ids import new_id, now_ms
 from gateway.store import agents, messages
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
-class SourceMessage:
+class SourceMessage(Record):
     id: str
     role: str
     content: str
     created_at_ms: int
 
 
-@dataclass(frozen=True)
-class AgentMemory:
+class AgentMemory(Record):
     id: str
     agent_id: str
     type: str
@@ -55,20 +53,10 @@ def _memory(row: Row) -> AgentMemory:
     source = None
     if row["src_id"] is not None:
         source = SourceMessage(
-            row["src_id"], row["src_role"], row["src_content"], row["src_created_at_ms"]
+            id=row["src_id"], role=row["src_role"], content=row["src_content"],
+            created_at_ms=row["src_created_at_ms"],
         )
-    return AgentMemory(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        type=row["type"],
-        content=row["content"],
-        importance=row["importance"],
-        status=row["status"],
-        source_message_id=row["source_message_id"],
-        source_message=source,
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-    )
+    return AgentMemory.from_row(row, source_message=source)
 
 
 async def _require(

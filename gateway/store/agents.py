@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import Field
+
 from gateway.errors import NotFound
-from gateway.identity.ownership import AgentCheck
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(Record):
     id: str
     name: str
     profile: dict[str, Any]
@@ -24,20 +25,11 @@ class Agent:
     created_at_ms: int
     updated_at_ms: int
     last_message_at_ms: int | None
-    activity_at_ms: int
+    activity_at_ms: int = Field(exclude=True)  # the list's sort key, not shown
 
 
 def _agent(row: Row) -> Agent:
-    return Agent(
-        id=row["id"],
-        name=row["name"],
-        profile=json.loads(row["profile"]),
-        opening_message=row["opening_message"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-        last_message_at_ms=row["last_message_at_ms"],
-        activity_at_ms=row["activity_at_ms"],
-    )
+    return Agent.from_row(row, profile=json.loads(row["profile"]))
 
 
 _LIVE = "user_id = ? AND deleted_at_ms IS NULL"
@@ -127,8 +119,9 @@ async def delete(db: Database, user_id: str, agent_id: str) -> None:
         )
 
 
-def owns_agent(db: Database) -> AgentCheck:
-    """The proxy's "is this one of the caller's agents" check (SPEC §3)."""
+def owns_agent(db: Database) -> Callable[[str, str], Awaitable[bool]]:
+    """The proxy's "is this one of the caller's agents" check (SPEC §3): identity's
+    `AgentCheck`, spelt out so the store imports nothing from the floors above it."""
 
     async def check(user_id: str, agent_id: str) -> bool:
         row = await db.read_one(

@@ -9,20 +9,18 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import Field
 
 from gateway.ids import new_id, now_ms
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
-SOURCE_TYPES = (
-    "upload",
-    "generated",
-    "canvas",
-    "storyboard_tile",
-    "storyboard_video",
-    "model3d_preview",
-)
-RELATION_TYPES = (
+SourceType = Literal[
+    "upload", "generated", "canvas", "storyboard_tile", "storyboard_video", "model3d_preview"
+]
+RelationType = Literal[
     "edited_from",
     "generated_from",
     "reference_of",
@@ -31,7 +29,9 @@ RELATION_TYPES = (
     "located_on_canvas",
     "derived_preview",
     "upscaled_from",
-)
+]
+SOURCE_TYPES: tuple[str, ...] = get_args(SourceType)
+RELATION_TYPES: tuple[str, ...] = get_args(RelationType)
 DEFAULT_PARENT_RELATION = "edited_from"
 
 
@@ -57,10 +57,11 @@ class NewAsset:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class MediaAsset:
+class MediaAsset(Record):
+    # NewAsset's fields as stored, with what the store adds; written out to keep the API's key
+    # order (a subclass of NewAsset would list its fields first).
     id: str
-    user_id: str
+    user_id: str = Field(exclude=True)  # every read is scoped to it; not shown
     chat_id: str | None
     project_id: str | None
     media_type: str
@@ -84,13 +85,13 @@ class MediaAsset:
     updated_at_ms: int
 
 
-@dataclass(frozen=True)
-class Relation:
+class Relation(Record):
     id: str
     from_asset_id: str
     to_asset_id: str
     relation_type: str
     confidence: int
+    # 0 for the primary parent, 1.. for further parents; null for relations added later
     parent_position: int | None
     created_at_ms: int
 
@@ -111,43 +112,13 @@ class UnknownAssets(Exception):
 
 
 def _asset(row: Row) -> MediaAsset:
-    return MediaAsset(
-        id=row["id"],
-        user_id=row["user_id"],
-        chat_id=row["chat_id"],
-        project_id=row["project_id"],
-        media_type=row["media_type"],
-        source_type=row["source_type"],
-        status=row["status"],
-        original_url=row["original_url"],
-        preview_url=row["preview_url"],
-        mime_type=row["mime_type"],
-        width=row["width"],
-        height=row["height"],
-        display_name=row["display_name"],
-        prompt=row["prompt"],
-        model_id=row["model_id"],
-        source_message_id=row["source_message_id"],
-        source_node_id=row["source_node_id"],
-        root_asset_id=row["root_asset_id"],
-        primary_parent_asset_id=row["primary_parent_asset_id"],
-        summary=json.loads(row["summary"]),
-        metadata=json.loads(row["metadata"]),
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
+    return MediaAsset.from_row(
+        row, summary=json.loads(row["summary"]), metadata=json.loads(row["metadata"])
     )
 
 
 def _relation(row: Row) -> Relation:
-    return Relation(
-        row["id"],
-        row["from_asset_id"],
-        row["to_asset_id"],
-        row["relation_type"],
-        row["confidence"],
-        row["parent_position"],
-        row["created_at_ms"],
-    )
+    return Relation.from_row(row)
 
 
 def _placeholders(count: int) -> str:

@@ -5,27 +5,28 @@ Messages and their bookkeeping live in `gateway/store/messages.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import Field
 
 from gateway.errors import NotFound
 from gateway.ids import new_id, now_ms
 from gateway.store import agents
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
 DEFAULT_TITLE = "新对话"
 TITLE_MAX_CODE_POINTS = 24
 
 
-@dataclass(frozen=True)
-class Conversation:
+class Conversation(Record):
     id: str
     agent_id: str
     is_default: bool
     title: str
     summary: str | None
-    summary_message_count: int
+    summary_message_count: int = Field(exclude=True)  # the summariser's bookmark, not shown
     message_count: int
     last_message_at_ms: int | None
     created_at_ms: int
@@ -33,18 +34,7 @@ class Conversation:
 
 
 def conversation_from_row(row: Row) -> Conversation:
-    return Conversation(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        is_default=bool(row["is_default"]),
-        title=row["title"],
-        summary=row["summary"],
-        summary_message_count=row["summary_message_count"],
-        message_count=row["message_count"],
-        last_message_at_ms=row["last_message_at_ms"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
-    )
+    return Conversation.from_row(row)
 
 
 def title_from_text(text: str) -> str:

@@ -17,10 +17,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
 OBSERVATIONS_TO_ACTIVATE = 3
 DEFAULT_CONFIDENCE = {"inferred": 50, "manual": 100, "imported": 100}
@@ -59,8 +62,7 @@ _ACTIVE_SQL = (
 )
 
 
-@dataclass(frozen=True)
-class Fact:
+class Fact(Record):
     id: str
     scope: str
     fact_type: str
@@ -73,11 +75,12 @@ class Fact:
     pinned: bool
     explicit: bool
     observations: int
-    expires_at_ms: int | None
-    last_confirmed_at_ms: int | None
+    active: bool
+    # The API names these two instants without the unit (SPEC §11); they are epoch ms too.
+    expires_at_ms: int | None = Field(serialization_alias="expiresAt")
+    last_confirmed_at_ms: int | None = Field(serialization_alias="lastConfirmedAt")
     created_at_ms: int
     updated_at_ms: int
-    active: bool
 
 
 @dataclass(frozen=True)
@@ -97,23 +100,10 @@ class Observation:
 
 
 def _fact(row: Row, now: int) -> Fact:
-    return Fact(
-        id=row["id"],
-        scope=row["scope"],
-        fact_type=row["fact_type"],
+    return Fact.from_row(
+        row,
         key=row["fact_key"],
         value=json.loads(row["value"]),
-        confidence=row["confidence"],
-        source_type=row["source_type"],
-        source_conversation_id=row["source_conversation_id"],
-        source_message_id=row["source_message_id"],
-        pinned=bool(row["pinned"]),
-        explicit=bool(row["explicit"]),
-        observations=row["observations"],
-        expires_at_ms=row["expires_at_ms"],
-        last_confirmed_at_ms=row["last_confirmed_at_ms"],
-        created_at_ms=row["created_at_ms"],
-        updated_at_ms=row["updated_at_ms"],
         active=is_active(
             row["source_type"], bool(row["explicit"]), row["observations"],
             row["expires_at_ms"], now,

@@ -11,18 +11,18 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import Field
 
 from gateway.errors import IdempotencyConflict, ValidationFailed
 from gateway.ids import new_id, now_ms
-from gateway.search.matching import normalise_label
+from gateway.labels import normalise_label
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
-
-if TYPE_CHECKING:
-    from gateway.store.tool_calls import ToolCall
+from gateway.store.records import Record
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class AttachmentRef:
     label: str | None
 
 
-@dataclass(frozen=True)
-class Attachment:
+class MessageAttachment(Record):
     source: str
     reference_id: str
     label: str
@@ -51,18 +50,19 @@ class NewMessage:
     metadata: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(Record):
     id: str
     conversation_id: str
     client_message_id: str
     role: str
     content: str
     status: str
-    attachments: list[Attachment]
+    attachments: list[MessageAttachment]
     metadata: dict[str, Any]
     created_at_ms: int
-    tool_call: ToolCall | None = None  # role "tool" only (gateway/store/tool_calls.py)
+    # role "tool" only: a gateway.store.tool_calls.ToolCall, attached by that module (which
+    # imports this one, hence Any); shown through the routes' ToolCallOut, not this record
+    tool_call: Any = Field(default=None, exclude=True)
 
 
 @dataclass(frozen=True)
@@ -73,16 +73,13 @@ class Appended:
 
 
 def message_from_row(row: Row) -> Message:
-    return Message(
-        id=row["id"],
-        conversation_id=row["conversation_id"],
-        client_message_id=row["client_message_id"],
-        role=row["role"],
-        content=row["content"],
-        status=row["status"],
-        attachments=[Attachment(*item) for item in json.loads(row["attachments"])],
+    return Message.from_row(
+        row,
+        attachments=[
+            MessageAttachment(source=source, reference_id=reference_id, label=label)
+            for source, reference_id, label in json.loads(row["attachments"])
+        ],
         metadata=json.loads(row["metadata"]),
-        created_at_ms=row["created_at_ms"],
     )
 
 
@@ -104,7 +101,7 @@ _REFERENCE_TABLES = {
 
 async def _resolve_attachments(
     tx: Transaction, user_id: str, refs: Sequence[AttachmentRef]
-) -> list[Attachment]:
+) -> list[MessageAttachment]:
     names: dict[tuple[str, str], str | None] = {}
     for source, template in _REFERENCE_TABLES.items():
         wanted = sorted({ref.reference_id for ref in refs if ref.source == source})
@@ -119,7 +116,9 @@ async def _resolve_attachments(
             field = f"attachments.{index}.referenceId"
             raise ValidationFailed(f"{field}: no {ref.source} of yours has this id", field=field)
         label = normalise_label(ref.label, names[key], ref.reference_id)
-        resolved.append(Attachment(ref.source, ref.reference_id, label))
+        resolved.append(
+            MessageAttachment(source=ref.source, reference_id=ref.reference_id, label=label)
+        )
     return resolved
 
 
@@ -162,7 +161,7 @@ async def insert(
     conversation: Conversation,
     new: NewMessage,
     digest: str,
-    attachments: Sequence[Attachment] = (),
+    attachments: Sequence[MessageAttachment] = (),
     message_id: str | None = None,
 ) -> Message:
     """Append one message and its bookkeeping inside the caller's transaction."""

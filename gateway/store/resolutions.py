@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gateway.ids import new_id, now_ms
 from gateway.store import working_state
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database, Row
+from gateway.store.records import Record
 from gateway.store.working_state import ChatWorkingState
 
 
-@dataclass(frozen=True)
-class Audit:
+class Audit(Record):
     """What one resolution saw and decided."""
 
     raw_text: str
@@ -32,27 +31,23 @@ class Audit:
     reasoning: str
 
 
-@dataclass(frozen=True)
-class Resolution:
+class _Key(Record):
     id: str
     chat_id: str
-    audit: Audit
+
+
+# A stored audit, also the API's answer: id and chat, the audit, then the time (pydantic lists
+# the fields of the last base first, hence the order of the bases).
+class Resolution(Audit, _Key):
     created_at_ms: int
 
 
+_ID_LISTS = ("uploaded_asset_ids", "selected_asset_ids", "candidate_asset_ids",
+             "resolved_asset_ids")  # JSON text in their columns
+
+
 def _resolution(row: Row) -> Resolution:
-    audit = Audit(
-        raw_text=row["raw_text"],
-        uploaded_asset_ids=json.loads(row["uploaded_asset_ids"]),
-        selected_asset_ids=json.loads(row["selected_asset_ids"]),
-        candidate_asset_ids=json.loads(row["candidate_asset_ids"]),
-        resolved_asset_ids=json.loads(row["resolved_asset_ids"]),
-        resolution_mode=row["resolution_mode"],
-        confidence=row["confidence"],
-        needs_clarification=bool(row["needs_clarification"]),
-        reasoning=row["reasoning"],
-    )
-    return Resolution(row["id"], row["chat_id"], audit, row["created_at_ms"])
+    return Resolution.from_row(row, **{name: json.loads(row[name]) for name in _ID_LISTS})
 
 
 async def record(
@@ -67,7 +62,9 @@ async def record(
     The stored state is read inside the write transaction, so concurrent turns of one chat
     each count once.
     """
-    resolution = Resolution(new_id("rsl"), chat_id, audit, now_ms())
+    resolution = Resolution(
+        id=new_id("rsl"), chat_id=chat_id, created_at_ms=now_ms(), **dict(audit)
+    )
     async with db.write() as tx:
         await tx.execute(
             "INSERT INTO message_target_resolutions (id, user_id, chat_id, raw_text,"

@@ -7,9 +7,7 @@ changes no row and reads the winner's result.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +16,7 @@ from gateway.errors import IdempotencyConflict
 from gateway.ids import new_id, now_ms
 from gateway.store import assets, conversations, messages, working_state
 from gateway.store.conversations import Conversation
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 from gateway.store.messages import Message, NewMessage
 
 
@@ -91,7 +89,7 @@ def dedupe_key(conversation_id: str, message_id: str, tool_name: str) -> str:
     return f"editor-agent:{conversation_id}:{message_id}:{tool_name}"
 
 
-def _call(row: sqlite3.Row) -> ToolCall:
+def _call(row: Row) -> ToolCall:
     return ToolCall(
         message_id=row["message_id"],
         conversation_id=row["conversation_id"],
@@ -167,7 +165,7 @@ async def message_of(db: Database, user_id: str, call: ToolCall) -> Message:
         (user_id, call.message_id),
     )
     assert row is not None  # written with its call in one transaction
-    return dataclasses.replace(messages.message_from_row(row), tool_call=call)
+    return messages.message_from_row(row).model_copy(update={"tool_call": call})
 
 
 async def _change(
@@ -308,5 +306,5 @@ async def attach(
     )
     calls = {row["message_id"]: _call(row) for row in rows}
     return [
-        dataclasses.replace(m, tool_call=calls[m.id]) if m.id in calls else m for m in page
+        m.model_copy(update={"tool_call": calls[m.id]}) if m.id in calls else m for m in page
     ]

@@ -5,28 +5,30 @@ A chat id is the client's own string, scoped by user. A chat with no row reads a
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import Field
 
 from gateway.ids import new_id, now_ms
 from gateway.store.assets import require_owned
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.records import Record
 
 
-@dataclass(frozen=True)
-class ChatWorkingState:
+class ChatWorkingState(Record):
     current_focus_asset_id: str | None = None
-    selected_asset_ids: list[str] = field(default_factory=list)
-    last_uploaded_asset_ids: list[str] = field(default_factory=list)
-    last_generated_asset_ids: list[str] = field(default_factory=list)
-    last_referenced_asset_ids: list[str] = field(default_factory=list)
-    last_resolved_asset_ids: list[str] = field(default_factory=list)
-    active_canvas_node_ids: list[str] = field(default_factory=list)
-    last_canvas_snapshot: Any = None
+    selected_asset_ids: list[str] = []
+    last_uploaded_asset_ids: list[str] = []
+    last_generated_asset_ids: list[str] = []
+    last_referenced_asset_ids: list[str] = []
+    last_resolved_asset_ids: list[str] = []
+    active_canvas_node_ids: list[str] = []
+    last_canvas_snapshot: list[dict[str, Any]] | None = None
     turn_count: int = 0
-    updated_at_ms: int | None = None  # None: nothing stored yet
+    updated_at_ms: int | None = Field(
+        default=None, description="null until the chat has a stored state"
+    )
 
     def asset_ids(self) -> list[str]:
         """Every asset id the state names, focus first."""
@@ -42,34 +44,29 @@ class ChatWorkingState:
         return list(dict.fromkeys(ids))
 
 
-@dataclass(frozen=True)
-class TurnResult:
+class TurnResult(Record):
     id: str
     chat_id: str
     asset_ids: list[str]
     created_at_ms: int
 
 
+_ID_LISTS = ("selected_asset_ids", "last_uploaded_asset_ids", "last_generated_asset_ids",
+             "last_referenced_asset_ids", "last_resolved_asset_ids", "active_canvas_node_ids")
+
+
 def _state(row: Row | None) -> ChatWorkingState:
     if row is None:
         return ChatWorkingState()
     snapshot = row["last_canvas_snapshot"]
-    return ChatWorkingState(
-        current_focus_asset_id=row["current_focus_asset_id"],
-        selected_asset_ids=json.loads(row["selected_asset_ids"]),
-        last_uploaded_asset_ids=json.loads(row["last_uploaded_asset_ids"]),
-        last_generated_asset_ids=json.loads(row["last_generated_asset_ids"]),
-        last_referenced_asset_ids=json.loads(row["last_referenced_asset_ids"]),
-        last_resolved_asset_ids=json.loads(row["last_resolved_asset_ids"]),
-        active_canvas_node_ids=json.loads(row["active_canvas_node_ids"]),
-        last_canvas_snapshot=None if snapshot is None else json.loads(snapshot),
-        turn_count=row["turn_count"],
-        updated_at_ms=row["updated_at_ms"],
+    return ChatWorkingState.from_row(
+        row, last_canvas_snapshot=None if snapshot is None else json.loads(snapshot),
+        **{name: json.loads(row[name]) for name in _ID_LISTS},
     )
 
 
 def _result(row: Row) -> TurnResult:
-    return TurnResult(row["id"], row["chat_id"], json.loads(row["asset_ids"]), row["created_at_ms"])
+    return TurnResult.from_row(row, asset_ids=json.loads(row["asset_ids"]))
 
 
 _SELECT_STATE = "SELECT * FROM conversation_working_state WHERE user_id = ? AND chat_id = ?"
@@ -130,7 +127,7 @@ async def replace(
     async with db.write() as tx:
         current = await get(tx, user_id, chat_id)
         return await write_state(
-            tx, user_id, chat_id, dataclasses.replace(state, turn_count=current.turn_count)
+            tx, user_id, chat_id, state.model_copy(update={"turn_count": current.turn_count})
         )
 
 
@@ -148,7 +145,7 @@ async def record_result_in(
 ) -> tuple[TurnResult, ChatWorkingState]:
     """`record_result` inside the caller's transaction."""
     ids = list(dict.fromkeys(asset_ids))
-    result = TurnResult(new_id("trn"), chat_id, ids, now_ms())
+    result = TurnResult(id=new_id("trn"), chat_id=chat_id, asset_ids=ids, created_at_ms=now_ms())
     await require_owned(tx, user_id, ids)
     await tx.execute(
         "INSERT INTO chat_turn_results (id, user_id, chat_id, asset_ids, created_at_ms)"
@@ -156,8 +153,8 @@ async def record_result_in(
         (result.id, user_id, chat_id, json.dumps(ids), result.created_at_ms),
     )
     current = await get(tx, user_id, chat_id)
-    updated = dataclasses.replace(
-        current, last_generated_asset_ids=ids, current_focus_asset_id=ids[0]
+    updated = current.model_copy(
+        update={"last_generated_asset_ids": ids, "current_focus_asset_id": ids[0]}
     )
     state = await write_state(tx, user_id, chat_id, updated)
     return result, state

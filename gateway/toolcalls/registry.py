@@ -29,7 +29,7 @@ EXAMPLE_FILE = "tools.example.json"
 def _format_checker() -> FormatChecker:
     checker = FormatChecker()
 
-    @checker.checks(IMAGE_ID_FORMAT)
+    @checker.checks(IMAGE_ID_FORMAT)  # type: ignore[untyped-decorator]  # jsonschema's is untyped
     def is_image_id(value: object) -> bool:
         return not isinstance(value, str) or IMAGE_ID.fullmatch(value) is not None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -22,6 +21,7 @@ from gateway.config import Settings
 from gateway.errors import NotFound, RouteNotFound, UserIdRequired
 from gateway.identity.ownership import OwnershipRules
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
+from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import strict_json
 from gateway.upstream.routes import EngineRoute, Named, RouteTable, named_in
 from gateway.upstream.target import Target
@@ -29,77 +29,8 @@ from gateway.upstream.target import Target
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
 
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-authenticate",
-        b"proxy-authorization",
-        b"te",
-        b"trailer",
-        b"trailers",
-        b"transfer-encoding",
-        b"upgrade",
-    }
-)
-# Request headers the gateway replaces rather than forwards.
-_REPLACED = frozenset(
-    {b"authorization", b"host", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host"}
-)
-_NOT_FORWARDED = HOP_BY_HOP | _REPLACED | {b"x-request-id"}
 # Bodies of these types may be large and are never identity-checked: they stream.
 _STREAMED_TYPES = (b"multipart/", b"application/octet-stream", b"image/", b"audio/", b"video/")
-
-
-def _connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
-    named: set[bytes] = set()
-    for key, value in headers:
-        if key.lower() == b"connection":
-            named.update(token.strip().lower() for token in value.split(b","))
-    return named
-
-
-@lru_cache(maxsize=8)
-def _replaced_names(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes]:
-    """Header names never taken from the client: ours, in every spelling (case, `_` for `-`)."""
-    names = {user_header, *configured, "authorization", "x-api-key"}
-    return frozenset(name.lower().replace("_", "-").encode() for name in names)
-
-
-def upstream_headers(
-    scope: Scope, settings: Settings, user_id: str, request_id: str
-) -> list[tuple[str, str]]:
-    """The client's headers minus hop-by-hop, credentials and ours, plus ours (SPEC §5)."""
-    raw: list[tuple[bytes, bytes]] = scope["headers"]
-    named = _connection_named(raw) if any(k == b"connection" for k, _ in raw) else ()
-    replaced = _replaced_names(settings.upstream.user_header,
-                               tuple(settings.upstream.headers))
-    out: list[tuple[str, str]] = []
-    host = ""
-    for key, value in raw:
-        if b"_" in key:
-            key = key.replace(b"_", b"-")  # WSGI engines read `X_User` as `X-User`
-        if key in _NOT_FORWARDED or key in replaced or key in named:
-            if key == b"host":
-                host = value.decode("latin-1")
-            continue
-        out.append((key.decode("latin-1"), value.decode("latin-1")))
-    client = scope.get("client")
-    if client:
-        out.append(("X-Forwarded-For", client[0]))
-    out.append(("X-Forwarded-Proto", scope.get("scheme", "http")))
-    if host:
-        out.append(("X-Forwarded-Host", host))
-    out.append((settings.upstream.user_header, user_id))
-    out.append(("X-Request-Id", request_id))
-    out.extend(settings.upstream.headers.items())
-    return out
-
-
-def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """An upstream answer's headers minus hop-by-hop ones (and those Connection names)."""
-    dropped = HOP_BY_HOP | _connection_named(headers)
-    return [(k.lower(), v) for k, v in headers if k.lower() not in dropped]
 
 
 def upstream_target(path: str, query: str = "") -> str:

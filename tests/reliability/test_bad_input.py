@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from gateway.app import create_app
 from gateway.attachments.files import MAX_NAME_BYTES, last_segment, safe_name
 from gateway.config import Settings
-from gateway.search.matching import normalise_label, searchable_text, walk_strings
+from gateway.labels import normalise_label
+from gateway.search.matching import searchable_text, walk_strings
 from tests.conftest import ENGINE, create_key
 from tests.reliability.scripted_engine import EMPTY_SEARCH
 
