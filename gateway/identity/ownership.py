@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Forbidden, SessionOwnedByAnotherUser
-from gateway.upstream.routes import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
+from gateway.identity.named import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
 
 if TYPE_CHECKING:
-    from gateway.upstream.routes import Named
+    from gateway.identity.named import Named
 
 AgentCheck = Callable[[str, str], Awaitable[bool]]
 SessionOwner = Callable[[str, str, str], Awaitable[str | None]]

@@ -15,15 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-# What a field names.
-USER = "user"  # must be the caller
-SENDER = "sender"  # a `user` message's sender: must be the caller
-AGENT = "agent"  # must be one of the caller's agents
-SESSION = "session"  # must not be another user's session (scoped by app_id/project_id)
-GROUP = "group"  # a conversation group: owned like a session (default scope)
-CUBE = "cube"  # a MemOS memory cube: owned like a session; the caller's own id is theirs
-FILTERS = "filters"  # a filter tree: every user, agent and session it names, checked as above
-KINDS = (USER, SENDER, AGENT, SESSION, GROUP, CUBE, FILTERS)
+# What a field names, and every id a request names (re-exported for the tables).
+from gateway.identity.named import (
+    AGENT,
+    CUBE,
+    FILTERS,
+    GROUP,
+    KINDS,
+    SENDER,
+    SESSION,
+    USER,
+    Named,
+)
+
+__all__ = ["AGENT", "CUBE", "FILTERS", "GROUP", "KINDS", "SENDER", "SESSION", "USER", "Named"]
 
 # Where it sits.
 BODY = "body"
@@ -210,24 +215,6 @@ def parse_allowed(entry: str) -> EngineRoute:
 # --- what a request names -----------------------------------------------------------------------
 
 
-class Named:
-    """Every id a request names, in order: (kind, where, value). `where` is the error's
-    `field`: a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`."""
-
-    __slots__ = ("ids", "app_id", "project_id")
-
-    def __init__(self, app_id: str = "default", project_id: str = "default",
-                 ids: list[tuple[str, str, Any]] | None = None) -> None:
-        self.ids: list[tuple[str, str, Any]] = [] if ids is None else ids
-        self.app_id = app_id
-        self.project_id = project_id
-
-    def of(self, *kinds: str) -> list[tuple[str, Any]]:
-        return [(where, value) for kind, where, value in self.ids if kind in kinds]
-
-    def only(self, *kinds: str) -> Named:
-        return Named(self.app_id, self.project_id,
-                     [entry for entry in self.ids if entry[0] in kinds])
 
 
 def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, str, Any]],
