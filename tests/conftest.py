@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.store import keys
 from gateway.store.database import connect_sync, migrate
+from tests.s3_server import S3Server, seaweedfs
 
 ENGINE = "http://engine.test"
 
@@ -31,11 +33,44 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """SeaweedFS, started once for the session by the first test that needs it."""
+    with seaweedfs() as server:
+        yield server
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def files_backend(request: pytest.FixtureRequest) -> str:
+    """Where files go: "disk" (default) or "s3"; modules run on both with `on_both_stores`."""
+    return getattr(request, "param", "disk")
+
+
+# Marks a test module to run each test on local disk and on S3 (never skipped: SeaweedFS is
+# started by the suite, and a failure to start fails the S3 half).
+on_both_stores = pytest.mark.parametrize("files_backend", ["disk", "s3"], indirect=True)
+
+
+def storage_values(tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+                   monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = {"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")}
+    if backend == "s3":
+        server: S3Server = request.getfixturevalue("s3_server")
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        # A fresh prefix per test: every test sees an empty store.
+        values["files"] = f"s3://{server.bucket}/t-{secrets.token_hex(6)}"
+        values["s3_endpoint_url"] = server.endpoint_url
+        values["s3_region"] = server.region
+    return values
+
+
+@pytest.fixture
+def settings(tmp_path: Path, files_backend: str, request: pytest.FixtureRequest,
+             monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings().with_values(
         upstream={"base_url": ENGINE},
-        storage={"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")},
+        storage=storage_values(tmp_path, files_backend, request, monkeypatch),
     )
 
 
