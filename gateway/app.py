@@ -20,7 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
-from gateway.attachments.files import FileStore
+from gateway.attachments.files import create_file_store
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
@@ -56,7 +56,7 @@ class Gateway:
     ) -> None:
         self.settings = settings
         db = Database(settings.storage.database)
-        files = FileStore(settings.storage.root)
+        files = create_file_store(settings.storage)
         jobs: JobService = (
             HttpJobService(settings.jobs.base_url, settings.jobs.timeout_s, jobs_transport)
             if settings.jobs.base_url
@@ -89,6 +89,7 @@ class Gateway:
     async def startup(self) -> None:
         os.makedirs(self.settings.storage.root, exist_ok=True)
         try:
+            await self.services.files.open_store()
             await self.services.db.open()
             await self._settle_attachments()
         except BaseException:
@@ -115,6 +116,7 @@ class Gateway:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
         await self.services.tool_calls.aclose()
+        await self.services.files.close()
         await self.services.db.close()
 
     @asynccontextmanager

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -37,6 +38,16 @@ class ServerSettings:
     native_search: bool = _setting(
         True, "answer searches with the C page scanner when it was built; false = Python only"
     )
+    public_url: str = _setting(
+        "", "URL by which clients and the engine reach the gateway (download and signed file "
+        "URLs); empty = search attachments carry no `url`"
+    )
+    file_url_secret: str = _setting(
+        "", "secret signing /files/{token} URLs; empty = generated once, kept in storage.root"
+    )
+    file_url_ttl_s: int = _setting(
+        86400, "seconds a signed file URL handed to the engine stays valid"
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,10 @@ class UpstreamSettings:
     )
     max_connections: int = _setting(100, "most concurrent upstream requests (pool size)")
     pool_timeout_s: float = _setting(5.0, "wait for a free pool slot before answering 503")
+    file_access: str = _setting(
+        "auto", "how the engine gets stored files: path (file:// URIs, an engine on this disk), "
+        "url (signed, expiring URLs) or auto (path for everos, url for the others)"
+    )
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,12 @@ class ResourcesSettings:
 class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
     database: str = _setting("storage/_gateway.db", "SQLite database file")
+    files: str = _setting(
+        "", "where files live: empty = under storage.root; s3://bucket/prefix = an S3-compatible "
+        "store (credentials from the standard AWS_* environment variables)"
+    )
+    s3_endpoint_url: str = _setting("", "S3 endpoint URL; empty = AWS S3 itself")
+    s3_region: str = _setting("", "S3 region; empty = from AWS_* settings, else us-east-1")
     gc_grace_s: float = _setting(
         3600.0, "`gc` leaves files and rows younger than this alone (work may be in flight)"
     )
@@ -312,6 +333,25 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
+    _validate_files(settings)
+
+
+def _validate_files(settings: Settings) -> None:
+    files = settings.storage.files
+    if files and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", files):
+        raise ConfigError(f"storage.files: expected empty or s3://bucket/prefix, got {files!r}")
+    endpoint = settings.storage.s3_endpoint_url
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"storage.s3_endpoint_url: expected an http(s) URL, got {endpoint!r}")
+    public = settings.server.public_url
+    if public and not public.startswith(("http://", "https://")):
+        raise ConfigError(f"server.public_url: expected an http(s) URL, got {public!r}")
+    if settings.upstream.file_access not in FILE_ACCESS:
+        raise ConfigError(f"upstream.file_access: expected one of {', '.join(FILE_ACCESS)}, "
+                          f"got {settings.upstream.file_access!r}")
+
+
+FILE_ACCESS = ("auto", "path", "url")
 
 
 def load_settings(

@@ -19,6 +19,7 @@
     │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
     ├── NotReady (503 not_ready)
+    ├── StorageUnavailable (503 storage_unavailable)
     ├── UpstreamTimeout (504 upstream_timeout)
     └── JobServiceTimeout (504 job_service_timeout)
 
@@ -125,6 +126,10 @@ class NotReady(GatewayError):
     status, code, default_message = 503, "not_ready", "not ready"
 
 
+class StorageUnavailable(GatewayError):
+    status, code, default_message = 503, "storage_unavailable", "the file store is unavailable"
+
+
 class UpstreamTimeout(GatewayError):
     status, code, default_message = 504, "upstream_timeout", "upstream timed out"
 
@@ -153,6 +158,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     JobServiceBadResponse,
     UpstreamPoolExhausted,
     NotReady,
+    StorageUnavailable,
     UpstreamTimeout,
     JobServiceTimeout,
 )

@@ -16,7 +16,7 @@ import respx
 
 from gateway.attachments.files import path_from_uri
 from gateway.config import Settings
-from gateway.ops.gc import DiskEntry, Folder, RowState, Snapshot, plan
+from gateway.ops.gc import Entry, Folder, RowState, Snapshot, plan
 from gateway.store.file_rows import FileRow
 from tests.attachment_helpers import PNG, engine_ok, files_under, rows
 
@@ -158,27 +158,26 @@ async def test_gc_removes_orphans_marks_vanished_rows_and_spares_young_and_pendi
 
 
 def test_plan_keeps_what_is_younger_than_the_grace_period() -> None:
-    root = Path("/srv/storage")
     now = 10_000.0
-    folder = root / "alice" / "resources" / "res_1"
+    folder = "/srv/storage/alice/resources/res_1"
 
-    def row(created_s: float) -> RowState:
-        return RowState(FileRow("resource", "res_1", "alice", (folder / "a.png").as_uri(),
-                                "resource", int(created_s * 1000)), folder / "a.png", False)
+    def row(created_s: float, location: str | None = f"{folder}/a.png") -> RowState:
+        return RowState(FileRow("resource", "res_1", "alice", f"file://{folder}/a.png",
+                                "resource", int(created_s * 1000)), location, False)
 
     def snapshot(file_age_s: float, row_age_s: float) -> Snapshot:
-        entry = DiskEntry(folder / "stray.bin", now - file_age_s)
-        return Snapshot(root, now, (Folder(folder, now - file_age_s, (entry,)),),
+        entry = Entry(f"{folder}/stray.bin", now - file_age_s)
+        return Snapshot(now, (Folder(folder, now - file_age_s, (entry,)),),
                         (row(now - row_age_s),), frozenset())
 
     young = plan(snapshot(59, 59), grace_s=60)
     assert young.empty
     old = plan(snapshot(60, 60), grace_s=60)
-    assert old.orphan_files == [folder / "stray.bin"] and old.empty_folders == [folder]
+    assert old.orphan_files == [f"{folder}/stray.bin"] and old.empty_folders == [folder]
     assert [s.row.id for s in old.vanished_resources] == ["res_1"]
-    protected = plan(Snapshot(root, now, snapshot(60, 60).folders, snapshot(60, 60).rows,
+    protected = plan(Snapshot(now, snapshot(60, 60).folders, snapshot(60, 60).rows,
                               frozenset({folder})), grace_s=60)
     assert protected.empty
-    moved_root = plan(Snapshot(Path("/elsewhere"), now, (), snapshot(60, 60).rows, frozenset()),
-                      grace_s=60)
+    # A row whose file is not one of the store's (a moved root): never taken for vanished.
+    moved_root = plan(Snapshot(now, (), (row(now - 60, None),), frozenset()), grace_s=60)
     assert moved_root.empty

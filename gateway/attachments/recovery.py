@@ -9,11 +9,9 @@ call: the engine never saw it, so its folders are removed and it is dropped.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from gateway.attachments.files import FileStore, path_from_uri
+from gateway.attachments.files import FileStore
 from gateway.store import Database
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent
@@ -28,13 +26,10 @@ class Recovery:
     dropped: list[Intent] = field(default_factory=list)
 
 
-def files_written(intent: Intent) -> bool:
-    """Whether every file the request wrote is on disk (then its upstream call may have run)."""
+async def files_written(files: FileStore, intent: Intent) -> bool:
+    """Whether every file the request wrote is stored (then its upstream call may have run)."""
     for mapping in intent.mappings:
-        if mapping.source not in WRITTEN_SOURCES:
-            continue
-        path = path_from_uri(mapping.internal_uri)
-        if path is None or not os.path.isfile(path):
+        if mapping.source in WRITTEN_SOURCES and not await files.exists(mapping.internal_uri):
             return False
     return True
 
@@ -43,12 +38,12 @@ async def settle_leftover_intents(db: Database, files: FileStore) -> Recovery:
     """Commit the intents that may have reached the engine; drop (and clean) the others."""
     done = Recovery()
     for intent in await attachment_store.leftover_intents(db):
-        if files_written(intent):
+        if await files_written(files, intent):
             await attachment_store.commit_intent(db, intent)
             done.committed.append(intent)
         else:
             for folder in intent.folders:
-                await files.remove_folder(Path(folder))
+                await files.remove_folder(folder)
             await attachment_store.abandon_intent(db, intent)
             done.dropped.append(intent)
     return done
@@ -59,4 +54,4 @@ async def abandon(db: Database, files: FileStore, intent: Intent) -> None:
     recovery already committed the intent (then its mappings point at those files)."""
     if await attachment_store.abandon_intent(db, intent):
         for folder in intent.folders:
-            await files.remove_folder(Path(folder))
+            await files.remove_folder(folder)

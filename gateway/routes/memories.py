@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -24,7 +23,7 @@ from starlette.routing import Route
 from gateway import jsonio
 from gateway.attachments import recovery
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
-from gateway.attachments.files import file_uri, safe_name
+from gateway.attachments.files import safe_name
 from gateway.errors import UpstreamBadResponse, ValidationFailed
 from gateway.ids import new_id
 from gateway.routes.common import api, body_bytes, parse_json, relayed
@@ -136,7 +135,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         return relayed(*await _forward(request, svc, caller, add_path, raw, outgoing))
     app_id, project_id = scope.app_id, scope.project_id
     intent = Intent(id=new_id("int"), user_id=caller, kind="memory_add")
-    files: list[tuple[Path, str, bytes]] = []
+    files: list[tuple[str, str, bytes]] = []
     for item in items:
         mapping_id = new_id("att")
         common = dict(user_id=caller, app_id=app_id, project_id=project_id,
@@ -148,10 +147,10 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         data = inline[item.field]
         folder = svc.files.folder(caller, "memory_attachments", mapping_id)
         name = safe_name(item.name, "attachment")
-        intent.folders.append(str(folder))
+        intent.folders.append(folder)
         files.append((folder, name, data))
         intent.mappings.append(new_mapping(
-            **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
+            **common, internal_uri=svc.files.uri(folder, name), source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
     await attachments.begin_intent(svc.db, intent, scope.key())
