@@ -51,11 +51,11 @@ def files_backend(request: pytest.FixtureRequest) -> str:
 on_both_stores = pytest.mark.parametrize("files_backend", ["disk", "s3"], indirect=True)
 
 
-def storage_values(tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+def storage_values(tmp_path: Path, server: S3Server | None,
                    monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The storage keys of a test: files on disk under tmp_path, or on `server` when given."""
     values = {"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")}
-    if backend == "s3":
-        server: S3Server = request.getfixturevalue("s3_server")
+    if server is not None:
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)
         # A fresh prefix per test: every test sees an empty store.
@@ -70,7 +70,9 @@ def settings(tmp_path: Path, files_backend: str, request: pytest.FixtureRequest,
              monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings().with_values(
         upstream={"base_url": ENGINE},
-        storage=storage_values(tmp_path, files_backend, request, monkeypatch),
+        storage=storage_values(
+            tmp_path, request.getfixturevalue("s3_server") if files_backend == "s3" else None,
+            monkeypatch),
     )
 
 
