@@ -24,12 +24,13 @@ from gateway.attachments.files import create_file_store
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.file_links import NAME_ACCESS, FileLinks
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
-from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
+from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
 from gateway.store import Database, agents
@@ -66,6 +67,7 @@ class Gateway:
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
         rules.session_owner = partial(attachment_store.session_owner, db)
+        links = FileLinks(settings, files, flavor_for(settings).reads_local_files)
         self.services = Services(
             settings=settings,
             db=db,
@@ -74,7 +76,8 @@ class Gateway:
             proxy=Proxy(settings, upstream, rules),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=files,
-            attachment_index=AttachmentIndex(db),
+            attachment_index=AttachmentIndex(db, links.download_url),
+            links=links,
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
@@ -91,6 +94,9 @@ class Gateway:
         try:
             await self.services.files.open_store()
             await self.services.db.open()
+            if self.services.links.access == NAME_ACCESS:
+                log.warning("the engine gets stored files by name only: set server.public_url "
+                            "(or keep files on S3) to hand them over as signed URLs")
             await self._settle_attachments()
         except BaseException:
             # Close what was opened: the database's threads would keep the process alive.
@@ -217,7 +223,7 @@ class Gateway:
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
         path: str = scope["path"]
-        if path in PUBLIC_PATHS:
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
             return
         user = await self.services.authenticator.user_for(

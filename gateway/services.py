@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from gateway.attachments.files import FileStore
 from gateway.config import Settings
+from gateway.file_links import FileLinks
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient
@@ -34,6 +35,7 @@ class Services:
     files: FileStore
     attachment_index: AttachmentIndex
     tool_calls: ToolCallService
+    links: FileLinks  # download URLs, and how the engine gets stored files
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.

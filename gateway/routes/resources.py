@@ -169,7 +169,9 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
     calls = flavor_for(svc.settings).ingest_calls(
         svc.settings.upstream, resource.user_id,
         AddScope(resource.app_id, resource.project_id, resource.session_id),
-        name=resource.name, content_type=resource.content_type, uri=resource.internal_uri,
+        name=resource.name, content_type=resource.content_type,
+        engine_uri=await svc.links.for_engine(resource.internal_uri, resource.name,
+                                              resource.content_type),
         flush=svc.settings.resources.flush_after_ingest,
     )
     for path, payload in calls:
