@@ -21,10 +21,10 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.files import create_file_store
+from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.file_links import NAME_ACCESS, FileLinks
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient

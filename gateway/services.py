@@ -11,8 +11,8 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.attachments.files import FileStore
+from gateway.attachments.links import FileLinks
 from gateway.config import Settings
-from gateway.file_links import FileLinks
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient

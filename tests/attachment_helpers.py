@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import respx
 
+from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
-from gateway.s3_store import split_s3_url
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 

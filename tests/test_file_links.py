@@ -18,8 +18,8 @@ import respx
 
 from gateway.app import Gateway, create_app
 from gateway.attachments.files import DiskFileStore
+from gateway.attachments.links import SECRET_FILE, FileLinks
 from gateway.config import ConfigError, Settings
-from gateway.file_links import SECRET_FILE, FileLinks
 from tests.attachment_helpers import (
     PNG,
     answer_search,

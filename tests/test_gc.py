@@ -17,9 +17,9 @@ import respx
 
 from gateway.app import create_app
 from gateway.attachments.files import path_from_uri
+from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
 from gateway.ops.gc import Entry, Folder, RowState, Snapshot, plan
-from gateway.s3_store import split_s3_url
 from gateway.store.file_rows import FileRow
 from tests.attachment_helpers import (
     PNG,

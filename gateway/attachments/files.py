@@ -1,4 +1,4 @@
-"""The file store: one interface, an adapter per backend (local disk here, S3 in s3_store).
+"""The file store: one interface, an adapter per backend (local disk here, S3 in s3.py).
 
 Files live in object folders `{user_id}/{kind}/{object_id}/{safe_name}`, under `storage.root` on
 disk or under the prefix of `storage.files = "s3://bucket/prefix"`. Routes and domain code hold
@@ -342,7 +342,7 @@ def _disk_folders(root: Path) -> list[Folder]:
 def create_file_store(storage: StorageSettings) -> FileStore:
     """The adapter `storage.files` names: empty = local disk under `storage.root`."""
     if storage.files.startswith("s3://"):
-        from gateway.s3_store import S3FileStore
+        from gateway.attachments.s3 import S3FileStore
 
         return S3FileStore.from_settings(storage)
     return DiskFileStore(storage.root)

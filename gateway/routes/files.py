@@ -1,7 +1,7 @@
 """`/files/{token}`: a stored file handed to the engine as a signed, expiring URL (SPEC §15).
 
-No API key: the token is the key to that one file (gateway/file_links.py). A token that is not
-ours (tampered, made up) is 404; an expired one is 403.
+No API key: the token is the key to that one file (gateway/attachments/links.py). A token that
+is not ours (tampered, made up) is 404; an expired one is 403.
 """
 
 from __future__ import annotations

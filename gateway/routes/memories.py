@@ -25,8 +25,8 @@ from gateway import jsonio
 from gateway.attachments import recovery
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
 from gateway.attachments.files import safe_name
+from gateway.attachments.links import URL_ACCESS
 from gateway.errors import UpstreamBadResponse, ValidationFailed
-from gateway.file_links import URL_ACCESS
 from gateway.ids import new_id
 from gateway.routes.common import api, body_bytes, parse_json, relayed
 from gateway.search import page_scan

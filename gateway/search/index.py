@@ -47,7 +47,7 @@ class SessionMatcher:
         return found
 
 
-# The download URL of an attachment id, or None (no server.public_url): gateway/file_links.py
+# The download URL of an attachment id, or None (no server.public_url): gateway/attachments/links.py
 DownloadUrl = Callable[[str], str | None]
 
 
