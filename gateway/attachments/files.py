@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 import aiofiles
 import aiofiles.os
 
-from gateway.config import StorageSettings
+from gateway.config import ConfigError, StorageSettings
 from gateway.errors import PayloadTooLarge
 from gateway.identity.auth import USER_ID, validate_user_id
 
@@ -193,6 +193,11 @@ class FileStore(ABC):
         """Connect (S3) or create the root (disk) at start-up."""
         return None
 
+    async def probe(self) -> None:
+        """Write, read back and remove a probe file outside the object folders (`doctor`);
+        StorageUnavailable (or OSError) when the store cannot be used."""
+        return None
+
     async def close(self) -> None:
         """Release connections at shutdown."""
         return None
@@ -342,6 +347,11 @@ def _disk_folders(root: Path) -> list[Folder]:
 def create_file_store(storage: StorageSettings) -> FileStore:
     """The adapter `storage.files` names: empty = local disk under `storage.root`."""
     if storage.files.startswith("s3://"):
+        try:
+            import aiobotocore  # noqa: F401 - only S3 deployments install the client
+        except ImportError:
+            raise ConfigError("storage.files = s3://… needs the S3 client: "
+                              "pip install 'memory-gateway[s3]'") from None
         from gateway.attachments.s3 import S3FileStore
 
         return S3FileStore.from_settings(storage)

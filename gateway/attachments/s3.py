@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any
@@ -297,6 +298,16 @@ class S3FileStore(FileStore):
         url: str = await self.client.generate_presigned_url(
             "get_object", Params=params, ExpiresIn=expires_s)
         return url
+
+    async def probe(self) -> None:
+        key = self._key(f"_doctor-probe-{secrets.token_hex(8)}")  # no user folder: gc skips it
+        with _translated("a probe"):
+            await self.client.put_object(Bucket=self.bucket, Key=key, Body=b"probe")
+            found = await self.client.get_object(Bucket=self.bucket, Key=key)
+            async with found["Body"] as body:
+                if await body.read() != b"probe":
+                    raise StorageUnavailable("the probe object read back differently")
+            await self.client.delete_object(Bucket=self.bucket, Key=key)
 
     # --- gc -----------------------------------------------------------------------------------
 
