@@ -66,3 +66,16 @@ async def test_atomic_write_leaves_no_temp_file_and_limit_cleans_up(tmp_path: Pa
 def test_folders_refuse_unsafe_ids(tmp_path: Path, user: str, obj: str) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any refusal will do, as long as it refuses
         DiskFileStore(tmp_path).folder(user, "resources", obj)
+
+
+def test_only_files_of_object_folders_are_the_stores(tmp_path: Path) -> None:
+    store = DiskFileStore(tmp_path)
+    root = tmp_path.resolve()
+    inside = (root / "alice" / "resources" / "res_1" / "a.png").as_uri()
+    assert store.location(inside) == str(root / "alice" / "resources" / "res_1" / "a.png")
+    assert store.folder_of(inside) == str(root / "alice" / "resources" / "res_1")
+    for outside in (f"file://{root}/alice/resources/../x", f"file://{root}/alice/notes.txt",
+                    f"file://{root}/_other/resources/r/x.png", "file:///etc/passwd",
+                    f"file://{root}/alice/secrets/res_1/a.png", "https://cdn.example/a.png",
+                    f"file://{root}/alice/resources/res_1/../../../../etc/passwd"):
+        assert store.location(outside) is None, outside

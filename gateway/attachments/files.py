@@ -84,6 +84,13 @@ def check_folder(user_id: str, kind: str, object_id: str) -> None:
         raise ValueError(f"not a storage folder: {kind}/{object_id}")
 
 
+def object_path(parts: tuple[str, ...] | list[str]) -> bool:
+    """Whether `user/kind/id/name` is a file of an object folder (no `..`, no odd ids)."""
+    user_id, kind, object_id, name = parts
+    return (USER_ID.fullmatch(user_id) is not None and kind in KINDS
+            and OBJECT_ID.fullmatch(object_id) is not None and name not in ("", ".", ".."))
+
+
 # A name, or a function giving it: an upload learns its final name only once the form is read.
 Name = str | Callable[[], str]
 
@@ -224,7 +231,7 @@ class DiskFileStore(FileStore):
         if path is None:
             return None
         relative = path.relative_to(self.root).parts if self.root in path.parents else ()
-        if len(relative) != 4 or relative[1] not in KINDS:
+        if len(relative) != 4 or not object_path(relative):
             return None
         return str(path)
 

@@ -29,6 +29,7 @@ from gateway.attachments.files import (
     Name,
     StoredFile,
     check_folder,
+    object_path,
 )
 from gateway.config import StorageSettings
 from gateway.errors import NotFound, PayloadTooLarge, StorageUnavailable
@@ -147,9 +148,7 @@ class S3FileStore(FileStore):
         if key is None:
             return None
         parts = self._relative(key)
-        if len(parts) != 4 or not _object_folder(parts[:3]) or parts[3] in ("", ".", ".."):
-            return None
-        return uri
+        return uri if len(parts) == 4 and object_path(parts) else None
 
     def _folder_key(self, folder: str) -> str:
         key = self._key_of(folder)

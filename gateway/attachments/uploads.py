@@ -16,7 +16,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive, Scope
 
 from gateway.asgi import header, stream_body
-from gateway.attachments.files import FileStore, Name, StoredFile, last_segment, safe_name
+from gateway.attachments.files import FileStore, StoredFile, last_segment, safe_name
 from gateway.errors import PayloadTooLarge, ValidationFailed
 
 MAX_FIELDS = 16
@@ -159,8 +159,7 @@ async def receive_upload(
         part = collector.file_part
         return safe_name(upload_name(collector.fields, part.filename if part else None))
 
-    name: Name = name_so_far
-    stored = await store.write_stream(folder, name, file_chunks(), limit)
+    stored = await store.write_stream(folder, name_so_far, file_chunks(), limit)
     if collector.file_part is None:
         await store.remove_folder(folder)
         raise ValidationFailed("the 'file' field is required", field="file")

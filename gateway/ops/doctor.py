@@ -1,8 +1,9 @@
 """`memory-gateway doctor`: check an installation and say what to fix, one line per check.
 
 Read-only: it opens the database read-only, writes one temp file into the storage root (and
-one probe object into the S3 prefix when files live there; both removed), and sends the engine a GET /health and an empty search (which changes nothing).
-Exit code 0 when nothing FAILs, 1 otherwise.
+one probe object into the S3 prefix when files live there; both removed), and sends the engine
+a GET /health and an empty search (which changes nothing). Exit code 0 when nothing FAILs,
+1 otherwise.
 """
 
 from __future__ import annotations
