@@ -30,7 +30,8 @@ from gateway.config import Settings  # noqa: E402
 from gateway.identity.auth import generate_key, hash_secret  # noqa: E402
 from gateway.store import agents, conversations, keys, messages  # noqa: E402
 from gateway.store.cursors import Cursor, encode_cursor  # noqa: E402
-from gateway.store.database import Database, connect_sync  # noqa: E402
+from gateway.store.database import Database, database_for, run_sync  # noqa: E402
+from gateway.store.sqlite import connect_sync  # noqa: E402
 
 USER = "bench-user"
 BATCH = 10_000
@@ -64,14 +65,19 @@ async def timed(work: Callable[[Cursor], Awaitable[None]], cursors: list[Cursor]
     return cuts[49], cuts[94]
 
 
-def api_key(path: str) -> str:
-    conn = connect_sync(path)
+async def _insert_key(path: str) -> str:
+    db = database_for(path)
+    await db.open()
     try:
         new = generate_key(USER)
-        keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
         return new.token
     finally:
-        conn.close()
+        await db.close()
+
+
+def api_key(path: str) -> str:
+    return run_sync(_insert_key(path))
 
 
 async def run(count: int, requests: int, limit: int) -> None:

@@ -6,6 +6,7 @@ One request: request id → public route, or auth (user id) → owned route, or 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.files import create_file_store
+from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
@@ -33,8 +35,9 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import Database, agents
+from gateway.store import agents
 from gateway.store import attachments as attachment_store
+from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
 from gateway.toolcalls.registry import load_registry
 from gateway.toolcalls.service import ToolCallService
@@ -56,7 +59,7 @@ class Gateway:
         jobs_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
-        db = Database(settings.storage.database)
+        db = database_for(settings.storage.database)
         files = create_file_store(settings.storage)
         jobs: JobService = (
             HttpJobService(settings.jobs.base_url, settings.jobs.timeout_s, jobs_transport)
@@ -81,7 +84,9 @@ class Gateway:
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
+            lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
+        self._lease_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
         # Fast pre-check: only paths starting like an owned route go through route matching.
@@ -102,21 +107,24 @@ class Gateway:
             # Close what was opened: the database's threads would keep the process alive.
             await self.shutdown()
             raise
+        self._lease_upkeep = asyncio.get_running_loop().create_task(recovery.keep_leases(
+            self.services.db, self.services.files, self.services.lease, _log_settled
+        ))
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
-        settled = await recovery.settle_leftover_intents(self.services.db, self.services.files)
-        if settled.committed:
-            log.warning("settled %d interrupted add/upload(s) by keeping their data",
-                        len(settled.committed))
-        if settled.dropped:
-            log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
-                        len(settled.dropped))
+        _log_settled(await recovery.settle_leftover_intents(
+            self.services.db, self.services.files, self.services.lease
+        ))
         made = await attachment_store.backfill(self.services.db)
         if made:
             log.info("backfilled %d resource mapping(s)", made)
 
     async def shutdown(self) -> None:
+        if self._lease_upkeep is not None:
+            self._lease_upkeep.cancel()
+            await asyncio.gather(self._lease_upkeep, return_exceptions=True)
+            self._lease_upkeep = None
         await self.services.drain()
         if self.services.llm is not None:
             await self.services.llm.aclose()
@@ -252,6 +260,15 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
+
+
+def _log_settled(settled: recovery.Recovery) -> None:
+    if settled.committed:
+        log.warning("settled %d interrupted add/upload(s) by keeping their data",
+                    len(settled.committed))
+    if settled.dropped:
+        log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
+                    len(settled.dropped))
 
 
 def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:

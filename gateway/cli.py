@@ -24,10 +24,10 @@ from gateway.config import (
     load_settings,
 )
 from gateway.errors import ValidationFailed
-from gateway.identity.auth import generate_key, hash_secret
+from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance
 from gateway.store import keys
-from gateway.store.database import connect_sync, migrate
+from gateway.store.database import database_for, is_postgresql, migrate, run_sync, shown_database
 from gateway.store.migrations import MigrationsMissing
 
 log = logging.getLogger("gateway.cli")
@@ -181,7 +181,8 @@ def _database_line(settings: Settings, config: str | None) -> str:
         origin = f"from {ENV_PREFIX}STORAGE_DATABASE"
     else:
         origin = "the default; --config FILE for another"
-    return f"database {Path(path).absolute()} ({origin})"
+    shown = shown_database(path) if is_postgresql(path) else Path(path).absolute()
+    return f"database {shown} ({origin})"
 
 
 def _when(ms: int | None) -> str:
@@ -204,24 +205,31 @@ def _print_table(rows: list[list[str]]) -> None:
 
 
 def keys_command(settings: Settings, args: argparse.Namespace) -> int:
-    existed = Path(settings.storage.database).exists()
-    migrate(settings.storage.database)
-    line = _database_line(settings, args.config)
-    print(("using " if existed else "created ") + line, file=sys.stderr)
-    conn = connect_sync(settings.storage.database)
+    if args.keys_verb == "create":
+        try:
+            new = generate_key(args.user)
+        except ValidationFailed as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return 2
+    database = settings.storage.database
+    existed = is_postgresql(database) or Path(database).exists()
+    migrate(database)
+    print(("using " if existed else "created ") + _database_line(settings, args.config),
+          file=sys.stderr)
+    return run_sync(_keys(settings, args, new if args.keys_verb == "create" else None))
+
+
+async def _keys(settings: Settings, args: argparse.Namespace, new: NewKey | None) -> int:
+    db = database_for(settings.storage.database)
+    await db.open()
     try:
-        if args.keys_verb == "create":
-            try:
-                new = generate_key(args.user)
-            except ValidationFailed as exc:
-                print(f"error: {exc.message}", file=sys.stderr)
-                return 2
-            keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
+        if new is not None:
+            await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
             print(f"created key {new.key_id} for user {new.user_id}; store it now, "
                   "it is not shown again:")
             print(new.token)
         elif args.keys_verb == "list":
-            found = keys.list_sync(conn, args.user)
+            found = await keys.list_keys(db, args.user)
             if args.json:
                 print(json.dumps([{
                     "id": key.id, "user_id": key.user_id,
@@ -237,13 +245,13 @@ def keys_command(settings: Settings, args: argparse.Namespace) -> int:
                     for key in found
                 ])
         elif args.keys_verb == "revoke":
-            if not keys.revoke_sync(conn, args.key_id):
+            if not await keys.revoke(db, args.key_id):
                 print(f"error: no active key {args.key_id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.key_id}")
         return 0
     finally:
-        conn.close()
+        await db.close()
 
 
 def _version() -> str:
@@ -343,6 +351,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     if args.verb == "serve":
+        if settings.server.workers > 1:  # forks first: no log thread or loop in the parent
+            from gateway import workers
+
+            return workers.serve(settings, _uvicorn_server, _run_async)
         logs.configure(settings.server.log_level, settings.server.log_format)
         return serve(settings)
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)

@@ -33,6 +33,9 @@ def _setting(default: Any, help: str) -> Any:
 class ServerSettings:
     host: str = _setting("127.0.0.1", "address to listen on")
     port: int = _setting(8080, "port to listen on")
+    workers: int = _setting(
+        1, "gateway processes serving the port (each a whole gateway; docs/scale-out.md)"
+    )
     log_level: str = _setting("info", "log level: debug, info, warning, error")
     log_format: str = _setting("json", "log lines: json (one object per line) or text")
     native_search: bool = _setting(
@@ -84,7 +87,10 @@ class ResourcesSettings:
 @dataclass(frozen=True)
 class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
-    database: str = _setting("storage/_gateway.db", "SQLite database file")
+    database: str = _setting(
+        "storage/_gateway.db",
+        "SQLite database file, or a postgresql://user:password@host:port/dbname URL",
+    )
     files: str = _setting(
         "", "where files live: empty = under storage.root; s3://bucket/prefix = an S3-compatible "
         "store (credentials from the standard AWS_* environment variables)"
@@ -333,6 +339,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError(f"upstream.client: expected native or httpx, got {client!r}")
     if settings.upstream.max_connections < 1:
         raise ConfigError("upstream.max_connections: must be at least 1")
+    if settings.server.workers < 1:
+        raise ConfigError("server.workers: must be at least 1")
     _validate_files(settings)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway.attachments.files import FileStore
+from gateway.attachments.leases import DEFAULT_LEASE_S, Lease
 from gateway.attachments.links import FileLinks
 from gateway.config import Settings
 from gateway.identity.auth import Authenticator
@@ -38,6 +39,8 @@ class Services:
     links: FileLinks  # download URLs, and how the engine gets stored files
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    # This process's hold on the intents it records (owner token and lease).
+    lease: Lease = field(default_factory=lambda: Lease(DEFAULT_LEASE_S))
     # Per-feature helpers (file store, summariser, metrics...) registered at assembly.
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import respx
 
 from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
+from tests import databases
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
@@ -40,13 +40,8 @@ def episodes(*items: dict[str, Any], unprocessed: list[dict[str, Any]] | None = 
         "unprocessed_messages": unprocessed or []}}
 
 
-def rows(settings: Settings, sql: str, *params: Any) -> list[sqlite3.Row]:
-    conn = sqlite3.connect(settings.storage.database)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+def rows(settings: Settings, sql: str, *params: Any) -> list[Any]:
+    return databases.rows(settings.storage.database, sql, *params)
 
 
 def files_under(root: str | Path) -> list[Path]:

@@ -1,4 +1,9 @@
-"""Shared fixtures: settings on a temp storage root, a respx-faked engine, an in-process app."""
+"""Shared fixtures: settings on a temp storage root, a respx-faked engine, an in-process app.
+
+Modules marked `both_databases` run each test that uses `settings` twice: on SQLite and on
+PostgreSQL (a throw-away cluster started once per session, a new database per test). A cluster
+that cannot start fails those tests; nothing is skipped.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,9 @@ from hypothesis import settings as hypothesis_settings
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.store import keys
-from gateway.store.database import connect_sync, migrate
+from gateway.ids import now_ms
+from gateway.store.database import is_postgresql, migrate
+from tests import databases, postgres_server
 from tests.s3_server import S3Server, seaweedfs
 
 ENGINE = "http://engine.test"
@@ -31,6 +37,50 @@ if os.environ.get("CI"):
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_databases"
+    ):
+        metafunc.parametrize("database_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[postgres_server.PostgresServer]:
+    """One PostgreSQL cluster for the session, stopped by PID at the end."""
+    server = postgres_server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_database(postgres: postgres_server.PostgresServer) -> str:
+    """A migrated database shared by the session's tests; emptied before each."""
+    url = postgres.create_database()
+    migrate(url)
+    return url
+
+
+@pytest.fixture
+def database_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def database_url(database_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new, empty database of the test's backend: a file, or a PostgreSQL database."""
+    if database_backend == "postgresql":
+        server: postgres_server.PostgresServer = request.getfixturevalue("postgres")
+        url: str = request.getfixturevalue("postgres_database")
+        server.empty_tables(url)
+        return url
+    return str(tmp_path / "gw.db")
 
 
 @pytest.fixture(scope="session")
@@ -51,10 +101,11 @@ def files_backend(request: pytest.FixtureRequest) -> str:
 on_both_stores = pytest.mark.parametrize("files_backend", ["disk", "s3"], indirect=True)
 
 
-def storage_values(tmp_path: Path, server: S3Server | None,
-                   monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def storage_values(tmp_path: Path, server: S3Server | None, monkeypatch: pytest.MonkeyPatch,
+                   database: str | None = None) -> dict[str, str]:
     """The storage keys of a test: files on disk under tmp_path, or on `server` when given."""
-    values = {"root": str(tmp_path / "storage"), "database": str(tmp_path / "gw.db")}
+    values = {"root": str(tmp_path / "storage"),
+              "database": database or str(tmp_path / "gw.db")}
     if server is not None:
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)
@@ -66,13 +117,13 @@ def storage_values(tmp_path: Path, server: S3Server | None,
 
 
 @pytest.fixture
-def settings(tmp_path: Path, files_backend: str, request: pytest.FixtureRequest,
-             monkeypatch: pytest.MonkeyPatch) -> Settings:
+def settings(tmp_path: Path, database_url: str, files_backend: str,
+             request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings().with_values(
         upstream={"base_url": ENGINE},
         storage=storage_values(
             tmp_path, request.getfixturevalue("s3_server") if files_backend == "s3" else None,
-            monkeypatch),
+            monkeypatch, database_url),
     )
 
 
@@ -83,14 +134,16 @@ def engine() -> respx.MockRouter:
 
 
 def create_key(settings: Settings, user_id: str) -> str:
-    migrate(settings.storage.database)
-    conn = connect_sync(settings.storage.database)
-    try:
-        new = generate_key(user_id)
-        keys.insert_sync(conn, new.key_id, new.user_id, hash_secret(new.secret))
-        return new.token
-    finally:
-        conn.close()
+    """A key made as `memory-gateway keys create` makes it (database migrated first)."""
+    if not is_postgresql(settings.storage.database):  # the session's PostgreSQL one is migrated
+        migrate(settings.storage.database)
+    new = generate_key(user_id)
+    databases.execute(
+        settings.storage.database,
+        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
+        new.key_id, new.user_id, hash_secret(new.secret), now_ms(),
+    )
+    return new.token
 
 
 @pytest.fixture

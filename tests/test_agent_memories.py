@@ -1,8 +1,11 @@
 """Agent memories (SPEC §11): validation, provenance, status rules, ownership."""
 
 import httpx
+import pytest
 
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 
 async def agent_with_message(client: httpx.AsyncClient) -> tuple[str, dict]:

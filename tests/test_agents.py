@@ -4,7 +4,10 @@ import asyncio
 import json
 
 import httpx
+import pytest
 import respx
+
+pytestmark = pytest.mark.both_databases
 
 
 async def make_agent(client: httpx.AsyncClient, name: str = "Painter", **fields: object) -> dict:

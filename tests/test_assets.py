@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import typing
 from typing import Any
 
@@ -14,6 +13,9 @@ from gateway.config import Settings
 from gateway.routes.assets import RelationType, SourceType
 from gateway.store import assets
 from gateway.store.assets import RELATION_TYPES, SOURCE_TYPES
+from tests import databases
+
+pytestmark = pytest.mark.both_databases
 
 
 async def register(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
@@ -24,14 +26,9 @@ async def register(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any]:
 
 
 def asset_rows(settings: Settings, user_id: str) -> int:
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        return int(
-            conn.execute("SELECT count(*) FROM media_assets WHERE user_id = ?", (user_id,))
-            .fetchone()[0]
-        )
-    finally:
-        conn.close()
+    [row] = databases.rows(settings.storage.database,
+                           "SELECT count(*) FROM media_assets WHERE user_id = ?", user_id)
+    return int(row[0])
 
 
 async def test_asset_without_parents_is_its_own_root(alice: httpx.AsyncClient) -> None:

@@ -10,12 +10,24 @@ import pytest
 from gateway.search.index import AttachmentIndex
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
-from gateway.store.database import Database, connect_sync
+from gateway.store.database import Database, database_for
+from gateway.store.sqlite import SqliteDatabase
+from tests import databases
+
+pytestmark = pytest.mark.both_databases
 
 
 @pytest.fixture
-async def db(tmp_path: Path):  # type: ignore[no-untyped-def]
-    database = Database(str(tmp_path / "gw.db"))
+async def db(database_url: str):  # type: ignore[no-untyped-def]
+    database = database_for(database_url)
+    await database.open()
+    yield database
+    await database.close()
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Path):  # type: ignore[no-untyped-def]
+    database = SqliteDatabase(str(tmp_path / "gw.db"))
     await database.open()
     yield database
     await database.close()
@@ -38,13 +50,22 @@ def names_in(lookup: tuple, session: str) -> list[str]:  # type: ignore[type-arg
     return sorted(matchers[session].by_name)
 
 
-async def test_a_repeated_lookup_is_answered_without_reading_again(db: Database) -> None:
+async def test_a_repeated_lookup_reuses_the_sessions_matcher(db: Database) -> None:
     await add(db, "alice", "s1", "a.png")
     index = AttachmentIndex(db)
     first = await index.lookup("alice", ["s1"])
     second = await index.lookup("alice", ["s1"])
-    assert second is first
+    assert second[1]["s1"] is first[1]["s1"]
     assert names_in(second, "s1") == ["a.png"]
+
+
+async def test_sqlite_answers_a_repeated_lookup_without_reading_again(
+    sqlite_db: SqliteDatabase,
+) -> None:
+    await add(sqlite_db, "alice", "s1", "a.png")
+    index = AttachmentIndex(sqlite_db)
+    first = await index.lookup("alice", ["s1"])
+    assert await index.lookup("alice", ["s1"]) is first
 
 
 async def test_a_commit_through_the_gateway_is_seen_by_the_next_lookup(db: Database) -> None:
@@ -61,11 +82,8 @@ async def test_a_commit_by_another_process_is_seen_by_the_next_lookup(db: Databa
     await add(db, "alice", "s1", "a.png", "b.png")
     index = AttachmentIndex(db)
     assert names_in(await index.lookup("alice", ["s1"]), "s1") == ["a.png", "b.png"]
-    other = connect_sync(db.path)  # e.g. `memory-gateway gc` run beside the server
-    try:
-        other.execute("UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'a.png'")
-    finally:
-        other.close()
+    # e.g. `memory-gateway gc`, or another gateway process, on the same database
+    databases.execute(db.path, "UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'a.png'")
     assert names_in(await index.lookup("alice", ["s1"]), "s1") == ["b.png"]
 
 
@@ -83,9 +101,16 @@ async def test_lookups_are_per_user_and_name_other_owners(db: Database) -> None:
 
 async def test_data_version_moves_on_every_commit(db: Database) -> None:
     start = db.data_version()
-    assert db.data_version() == start  # reading changes nothing
     await add(db, "alice", "s1", "a.png")
     assert db.data_version() != start
+
+
+async def test_sqlite_data_version_stands_still_while_nothing_is_committed(
+    sqlite_db: SqliteDatabase,
+) -> None:
+    start = sqlite_db.data_version()
+    await sqlite_db.read("SELECT * FROM memory_sessions")
+    assert sqlite_db.data_version() == start
 
 
 class LockedConnection:
@@ -99,18 +124,18 @@ class LockedConnection:
 
 
 async def test_read_now_goes_to_a_reader_thread_when_the_database_is_locked(
-    db: Database,
+    sqlite_db: SqliteDatabase,
 ) -> None:
-    await add(db, "alice", "s1", "a.png")
-    inline = db._inline
-    db._inline = LockedConnection()  # type: ignore[assignment]
+    await add(sqlite_db, "alice", "s1", "a.png")
+    inline = sqlite_db._inline
+    sqlite_db._inline = LockedConnection()  # type: ignore[assignment]
     try:
-        rows = await db.read_now("SELECT user_id, session_id FROM memory_sessions")
+        rows = await sqlite_db.read_now("SELECT user_id, session_id FROM memory_sessions")
     finally:
-        db._inline = inline
+        sqlite_db._inline = inline
     assert rows == [("alice", "s1")]
 
 
-async def test_read_now_raises_real_errors(db: Database) -> None:
+async def test_read_now_raises_real_errors(sqlite_db: SqliteDatabase) -> None:
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        await db.read_now("SELECT * FROM no_such_table")
+        await sqlite_db.read_now("SELECT * FROM no_such_table")

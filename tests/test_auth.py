@@ -1,6 +1,5 @@
 """API keys: CLI creation, hash-only storage, revocation, user-id validation (SPEC §3)."""
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,10 @@ from gateway.app import create_app
 from gateway.config import Settings
 from gateway.errors import ValidationFailed
 from gateway.identity.auth import USER_ID, validate_user_id
+from tests import databases
 from tests.conftest import client_for
+
+pytestmark = pytest.mark.both_databases
 
 
 def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -30,7 +32,8 @@ def test_keys_create_prints_key_last_and_stores_only_a_hash(settings: Settings) 
     assert result.returncode == 0, result.stderr
     token = result.stdout.strip().splitlines()[-1]
     assert token.startswith("mgw_") and " " not in token
-    dump = "\n".join(sqlite3.connect(settings.storage.database).iterdump())
+    dump = repr([tuple(row) for row in databases.rows(settings.storage.database,
+                                                       "SELECT * FROM api_keys")])
     assert token not in dump
     assert token.split("_", 2)[2] not in dump
     listed = run_cli(settings, "keys", "list")

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
+from typing import Any
 
 import httpx
+import pytest
 import respx
 
 from gateway.app import create_app
 from gateway.config import Settings
+from tests import databases
 from tests.attachment_helpers import PNG, engine_ok, rows
 from tests.conftest import client_for
 
+pytestmark = pytest.mark.both_databases
 
-def live_mappings(settings: Settings) -> list[sqlite3.Row]:
+
+def live_mappings(settings: Settings) -> list[Any]:
     return rows(settings, "SELECT * FROM memory_attachments WHERE deleted_at IS NULL")
 
 
@@ -28,10 +32,7 @@ async def test_backfill_restores_missing_mappings_idempotently(
         kept = (await client.post("/resources", files={"file": ("a.png", PNG)})).json()
         gone = (await client.post("/resources", files={"file": ("b.png", PNG + b"1")})).json()
         assert (await client.delete(f"/resources/{gone['id']}")).status_code == 204
-    conn = sqlite3.connect(settings.storage.database)
-    conn.execute("DELETE FROM memory_attachments")
-    conn.commit()
-    conn.close()
+    databases.execute(settings.storage.database, "DELETE FROM memory_attachments")
     assert live_mappings(settings) == []
 
     env = {"MEMORY_GATEWAY_STORAGE_DATABASE": settings.storage.database,
@@ -46,10 +47,7 @@ async def test_backfill_restores_missing_mappings_idempotently(
         assert mapping["source"] == "resource_upload"
     assert "made 0" in result.stdout
 
-    conn = sqlite3.connect(settings.storage.database)
-    conn.execute("DELETE FROM memory_attachments")
-    conn.commit()
-    conn.close()
+    databases.execute(settings.storage.database, "DELETE FROM memory_attachments")
     restarted = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
     async with restarted.running():
         pass

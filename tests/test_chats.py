@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import httpx
 import pytest
 
 from gateway.config import Settings
+from tests import databases
+
+pytestmark = pytest.mark.both_databases
 
 EMPTY_STATE = {
     "currentFocusAssetId": None,
@@ -156,11 +158,8 @@ async def test_results_naming_another_users_asset_are_422_and_not_recorded(
     response = await alice.post("/chats/c1/results", json={"assetIds": [mine, bobs]})
     assert response.status_code == 422
     assert response.json()["error"]["field"] == "assetIds"
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        assert conn.execute("SELECT count(*) FROM chat_turn_results").fetchone()[0] == 0
-    finally:
-        conn.close()
+    [(count,)] = databases.rows(settings.storage.database, "SELECT count(*) FROM chat_turn_results")
+    assert count == 0
     state = (await alice.get("/chats/c1/working-state")).json()
     assert state["lastGeneratedAssetIds"] == [] and state["currentFocusAssetId"] is None
 

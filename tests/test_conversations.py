@@ -1,12 +1,15 @@
 """Conversations (SPEC §10): the default one, more per agent, titles, bookkeeping, soft delete."""
 
 import asyncio
-import sqlite3
 
 import httpx
+import pytest
 
 from gateway.config import Settings
+from tests import databases
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 
 async def test_default_conversation_is_created_once_and_stable(
@@ -40,10 +43,10 @@ async def test_concurrent_first_reads_create_one_default_conversation(
     assert {r.json()["conversationId"] for r in responses} == {
         responses[0].json()["conversationId"]
     }
-    with sqlite3.connect(settings.storage.database) as conn:
-        count = conn.execute(
-            "SELECT COUNT(*) FROM conversations WHERE agent_id = ?", (agent["id"],)
-        ).fetchone()[0]
+    [(count,)] = databases.rows(
+        settings.storage.database, "SELECT COUNT(*) FROM conversations WHERE agent_id = ?",
+        agent["id"],
+    )
     assert count == 1
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from gateway.search import page_scan
 from gateway.store.database import migrate
+from tests.postgres_server import PostgresServer
 from tests.processes import ROOT, dev_engine, free_port, running
 from tests.s3_server import S3Server
 
@@ -241,6 +242,26 @@ def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     subprocess.run([copy / "scripts" / "setup-venv", "--force"], check=True, timeout=60)
     assert calls.read_text().split() == ["-m", "pip", "install", "--quiet",
                                          "--disable-pip-version-check", "-e", "."]
+
+
+def test_postgresql_reachability_and_migrations_are_checked(
+    tmp_path: Path, engine_url: str, postgres: PostgresServer
+) -> None:
+    url = postgres.create_database()
+    config = write_config(tmp_path, engine_url, database=url)
+    code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "database").startswith("OK ") and "reachable" in line(lines, "database")
+    assert line(lines, "migrations").startswith("WARN") and "pending" in line(lines, "migrations")
+    migrate(url)
+    code, lines = doctor(config)
+    assert line(lines, "migrations").startswith("OK "), lines
+
+    secret = f"postgresql://gateway:s3cret@127.0.0.1:{free_port()}/nowhere"
+    code, lines = doctor(write_config(tmp_path, engine_url, database=secret))
+    assert code == 1
+    assert line(lines, "database").startswith("FAIL") and "cannot reach" in line(lines, "database")
+    assert "s3cret" not in "\n".join(lines)
 
 
 def test_files_on_s3_are_probed_and_a_wrong_store_fails_with_a_fix(

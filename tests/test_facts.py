@@ -1,6 +1,5 @@
 """User memory facts (SPEC §11): the write rule, expiry, validation, ownership."""
 
-import sqlite3
 
 import httpx
 import pytest
@@ -8,7 +7,10 @@ import pytest
 from gateway.config import Settings
 from gateway.ids import now_ms
 from gateway.store.facts import is_active, says_explicitly
+from tests import databases
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 STYLE = {"scope": "image", "factType": "style", "key": "palette", "value": "pastel"}
 
@@ -140,8 +142,8 @@ async def test_one_off_instructions_are_not_facts(
     response = await observe(alice, oneOff=True, text="just this once, pastel")
     assert response.status_code == 422
     assert response.json()["error"]["field"] == "oneOff"
-    with sqlite3.connect(settings.storage.database) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM memory_facts").fetchone()[0] == 0
+    [(count,)] = databases.rows(settings.storage.database, "SELECT COUNT(*) FROM memory_facts")
+    assert count == 0
 
 
 async def test_invalid_facts_are_422_naming_the_field(alice: httpx.AsyncClient) -> None:

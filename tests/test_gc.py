@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
 from gateway.ops.gc import Entry, Folder, RowState, Snapshot, plan
 from gateway.store.file_rows import FileRow
+from tests import databases
 from tests.attachment_helpers import (
     PNG,
     engine_ok,
@@ -32,6 +32,8 @@ from tests.attachment_helpers import (
 from tests.conftest import client_for, create_key, storage_values
 from tests.s3_server import S3Server
 
+pytestmark = pytest.mark.both_databases
+
 HOUR_S = 3600
 OLD_S = time.time() - 2 * HOUR_S  # older than the default grace of an hour
 
@@ -41,12 +43,7 @@ def age(path: Path, when: float = OLD_S) -> None:
 
 
 def sql(settings: Settings, statement: str, *params: object) -> None:
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        conn.execute(statement, params)
-        conn.commit()
-    finally:
-        conn.close()
+    databases.execute(settings.storage.database, statement, *params)
 
 
 def run_gc(settings: Settings, *args: str, env: dict[str, str] | None = None

@@ -18,7 +18,7 @@ from tests.conftest import client_for, on_both_stores
 
 B64 = base64.b64encode(PNG).decode()
 
-pytestmark = on_both_stores
+pytestmark = [pytest.mark.both_databases, on_both_stores]
 
 
 def add_body(*items: dict[str, Any], session: str = "s1", **extra: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import respx
 
 from gateway.config import Settings
 from gateway.search import page_scan
+from tests import databases
 from tests.attachment_helpers import (
     PNG,
     answer_search,
@@ -22,7 +23,7 @@ from tests.attachment_helpers import (
 from tests.conftest import on_both_stores
 
 B64 = base64.b64encode(PNG).decode()
-pytestmark = on_both_stores
+pytestmark = [pytest.mark.both_databases, on_both_stores]
 
 
 @pytest.fixture(params=[True, False], ids=["scanner", "python"])
@@ -226,7 +227,6 @@ async def test_resource_search_returns_uri_only_when_filename_occurs(
 async def test_cached_matchers_follow_every_mapping_change(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:
-    import sqlite3
 
     engine_ok(engine)
     answer_search(engine, episodes({"session_id": "s1", "episode": "late.png and early.png"}))
@@ -239,10 +239,8 @@ async def test_cached_matchers_follow_every_mapping_change(
     assert await names() == ["early.png"]
     await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/late.png"})
     assert await names() == ["early.png", "late.png"]
-    conn = sqlite3.connect(settings.storage.database)
-    conn.execute("UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'early.png'")
-    conn.commit()
-    conn.close()
+    databases.execute(settings.storage.database,
+                      "UPDATE memory_attachments SET deleted_at = 1 WHERE name = 'early.png'")
     assert await names() == ["late.png"]
 
 

@@ -2,14 +2,17 @@
 
 import asyncio
 import json
-import sqlite3
 
 import httpx
+import pytest
 
 from gateway.app import Gateway
 from gateway.config import Settings
 from gateway.store import messages
+from tests import databases
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 
 async def new_conversation(client: httpx.AsyncClient) -> str:
@@ -21,24 +24,24 @@ async def new_conversation(client: httpx.AsyncClient) -> str:
 def insert_resource(
     settings: Settings, user: str, resource_id: str, name: str, deleted: bool = False
 ) -> None:
-    with sqlite3.connect(settings.storage.database) as conn:
-        conn.execute(
-            "INSERT INTO resources (id, user_id, name, safe_name, content_type, size, sha256,"
-            " session_id, internal_uri, created_at, deleted_at)"
-            " VALUES (?, ?, ?, ?, 'image/png', 1, 'x', ?, ?, 1, ?)",
-            (resource_id, user, name, name, f"resource:{user}:{resource_id}",
-             f"file:///tmp/{resource_id}", 2 if deleted else None),
-        )
+    databases.execute(
+        settings.storage.database,
+        "INSERT INTO resources (id, user_id, name, safe_name, content_type, size, sha256,"
+        " session_id, internal_uri, created_at, deleted_at)"
+        " VALUES (?, ?, ?, ?, 'image/png', 1, 'x', ?, ?, 1, ?)",
+        resource_id, user, name, name, f"resource:{user}:{resource_id}",
+        f"file:///tmp/{resource_id}", 2 if deleted else None,
+    )
 
 
 def insert_asset(settings: Settings, user: str, asset_id: str, display_name: str | None) -> None:
-    with sqlite3.connect(settings.storage.database) as conn:
-        conn.execute(
-            "INSERT INTO media_assets (id, user_id, media_type, source_type, original_url,"
-            " display_name, root_asset_id, created_at_ms, updated_at_ms)"
-            " VALUES (?, ?, 'image', 'upload', 'https://cdn.test/a.png', ?, ?, 1, 1)",
-            (asset_id, user, display_name, asset_id),
-        )
+    databases.execute(
+        settings.storage.database,
+        "INSERT INTO media_assets (id, user_id, media_type, source_type, original_url,"
+        " display_name, root_asset_id, created_at_ms, updated_at_ms)"
+        " VALUES (?, ?, 'image', 'upload', 'https://cdn.test/a.png', ?, ?, 1, 1)",
+        asset_id, user, display_name, asset_id,
+    )
 
 
 async def agent_of(client: httpx.AsyncClient, conversation_id: str) -> str:
@@ -46,11 +49,11 @@ async def agent_of(client: httpx.AsyncClient, conversation_id: str) -> str:
 
 
 def message_rows(settings: Settings, conversation_id: str) -> int:
-    with sqlite3.connect(settings.storage.database) as conn:
-        return int(conn.execute(
-            "SELECT COUNT(*) FROM conversation_messages WHERE conversation_id = ?",
-            (conversation_id,),
-        ).fetchone()[0])
+    [(count,)] = databases.rows(
+        settings.storage.database,
+        "SELECT COUNT(*) FROM conversation_messages WHERE conversation_id = ?", conversation_id,
+    )
+    return int(count)
 
 
 async def test_posted_message_has_the_specified_shape(alice: httpx.AsyncClient) -> None:
@@ -289,3 +292,21 @@ async def test_history_rejects_bad_cursor_and_limit(alice: httpx.AsyncClient) ->
             response = await alice.get(url, params=params)
             assert response.status_code == 422, (url, params)
             assert response.json()["error"]["field"] == field
+
+
+async def test_a_nul_character_is_never_a_500(
+    alice: httpx.AsyncClient, settings: Settings, database_backend: str
+) -> None:
+    """PostgreSQL text cannot hold NUL: there it is a 422 naming the problem, with nothing
+    written; SQLite stores it."""
+    conversation_id = await new_conversation(alice)
+    response = await alice.post(f"/conversations/{conversation_id}/messages",
+                                json={"clientMessageId": "nul", "role": "user",
+                                      "content": "before\u0000after"})
+    if database_backend == "postgresql":
+        assert response.status_code == 422, response.text
+        assert "NUL" in response.json()["error"]["message"]
+        assert message_rows(settings, conversation_id) == 0
+    else:
+        assert response.status_code == 201, response.text
+        assert response.json()["message"]["content"] == "before\u0000after"

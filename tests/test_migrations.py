@@ -1,12 +1,17 @@
 """Migrations: ordered, one transaction each, versions recorded, pending() read-only."""
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from gateway.store import migrations
-from gateway.store.database import connect_sync
+from gateway.store.sqlite import connect_sync
+from tests import databases
+from tests.postgres_server import PostgresServer
+from tests.processes import ROOT
 
 
 def test_all_migrations_apply_once_and_record_versions(tmp_path: Path) -> None:
@@ -94,3 +99,16 @@ def test_tool_call_migration_keeps_existing_messages_and_allows_the_tool_role(
         " AND tbl_name = 'conversation_messages'")}
     assert {"conversation_messages_page", "conversation_messages_client_id"} <= indexes
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+def test_migrate_on_postgresql_applies_every_migration_once_and_hides_the_password(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.create_database().replace("gateway@", "gateway:s3cret@")  # trust: ignored
+    env = {"MEMORY_GATEWAY_STORAGE_DATABASE": url, "PATH": "/usr/bin:/bin"}
+    runs = [subprocess.run([sys.executable, "-m", "gateway", "migrate"], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout.count("applied ") == len(migrations.available())
+    assert "applied " not in runs[1].stdout
+    assert all("s3cret" not in run.stdout + run.stderr for run in runs)
+    recorded = databases.rows(url, "SELECT version FROM schema_migrations ORDER BY version")
+    assert [row["version"] for row in recorded] == [m.version for m in migrations.available()]

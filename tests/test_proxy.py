@@ -4,10 +4,13 @@ import gzip
 import json
 
 import httpx
+import pytest
 import respx
 
 from gateway.app import Gateway
 from tests.conftest import client_for
+
+pytestmark = pytest.mark.both_databases
 
 
 async def test_forwards_method_path_query_body_and_returns_bytes_unchanged(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,9 @@ import pytest
 from gateway.app import Gateway
 from gateway.config import Settings
 from gateway.store import resolutions
+from tests import databases
+
+pytestmark = pytest.mark.both_databases
 
 RESPONSE_KEYS = {
     "resolutionId", "targetAssetIds", "candidateAssetIds", "resolutionMode", "confidence",
@@ -328,11 +330,9 @@ async def test_a_failed_state_update_leaves_no_audit_row(
         "/chats/chat-1/resolve", json={"text": "x", "uploadedAssetIds": [photo]}
     )
     assert response.status_code == 500
-    conn = sqlite3.connect(settings.storage.database)
-    try:
-        assert conn.execute("SELECT count(*) FROM message_target_resolutions").fetchone()[0] == 0
-    finally:
-        conn.close()
+    [(count,)] = databases.rows(settings.storage.database,
+                                "SELECT count(*) FROM message_target_resolutions")
+    assert count == 0
     monkeypatch.undo()
     assert (await chat.state())["turnCount"] == 0
 

@@ -6,9 +6,11 @@ import hashlib
 import os
 
 import httpx
+import pytest
 import respx
 
 from gateway.config import Settings
+from tests import databases
 from tests.attachment_helpers import (
     PNG,
     answer_search,
@@ -22,7 +24,8 @@ from tests.attachment_helpers import (
 )
 from tests.conftest import on_both_stores
 
-pytestmark = on_both_stores
+pytestmark = [pytest.mark.both_databases, on_both_stores]
+
 
 
 async def upload(client: httpx.AsyncClient, data: bytes = PNG, name: str = "photo.png",
@@ -125,12 +128,7 @@ async def test_same_bytes_same_name_returns_existing_and_repairs_mapping(
     first = (await upload(alice)).json()
     conn_rows = rows(settings, "SELECT id FROM memory_attachments")
     assert len(conn_rows) == 1
-    import sqlite3
-
-    conn = sqlite3.connect(settings.storage.database)
-    conn.execute("DELETE FROM memory_attachments")
-    conn.commit()
-    conn.close()
+    databases.execute(settings.storage.database, "DELETE FROM memory_attachments")
     again = await upload(alice)
     assert again.status_code == 200
     assert again.json()["id"] == first["id"]

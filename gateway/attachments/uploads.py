@@ -120,7 +120,9 @@ def boundary_of(scope: Scope) -> bytes:
 
 def upload_name(fields: dict[str, str], filename: str | None) -> str:
     """The display name of an upload: the `name` field, else the file part's filename."""
-    return last_segment(fields.get("name") or filename or "").strip() or "file"
+    # NUL never belongs in a name (and PostgreSQL text cannot hold one)
+    client_name = (fields.get("name") or filename or "").replace("\x00", "")
+    return last_segment(client_name).strip() or "file"
 
 
 async def receive_upload(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote
 
+import asyncpg
 import httpx
 
 from gateway.attachments.files import create_file_store
@@ -34,7 +35,8 @@ from gateway.config import (
 )
 from gateway.devengine.app import ENGINE_NAME as DEV_ENGINE_NAME
 from gateway.search import page_scan
-from gateway.store import migrations
+from gateway.store import migrations, postgresql
+from gateway.store.database import is_postgresql, run_sync, shown_database
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
@@ -128,6 +130,9 @@ def _check_search(settings: Settings) -> Check:
 def check_database(settings: Settings, config: str | None = None) -> Iterator[Check]:
     path = Path(settings.storage.database)
     migrate = "memory-gateway migrate" + (f" --config {config}" if config else "")
+    if is_postgresql(settings.storage.database):
+        yield from _check_postgresql(settings.storage.database, migrate)
+        return
     if not path.exists():
         parent = _existing_ancestor(path.parent)
         if not os.access(parent, os.W_OK):
@@ -169,6 +174,41 @@ def check_database(settings: Settings, config: str | None = None) -> Iterator[Ch
         yield from _check_migrations(conn, migrate)
     finally:
         conn.close()
+
+
+async def _postgresql_state(url: str) -> tuple[str, set[int], list[migrations.Migration]]:
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        version = str(await conn.fetchval("SHOW server_version"))
+        waiting = await postgresql.pending(conn)
+        applied = await postgresql.applied(conn)
+        return version, applied, waiting
+    finally:
+        await conn.close()
+
+
+def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
+    shown = shown_database(url)
+    try:
+        version, applied, waiting = run_sync(_postgresql_state(url))
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        yield Check(FAIL, "database", f"cannot reach {shown}: {exc}",
+                    "check that PostgreSQL runs, the host, port, user, password and database "
+                    "name in storage.database, and pg_hba.conf")
+        return
+    yield Check(OK, "database", f"{shown}: PostgreSQL {version} reachable")
+    known = migrations.available()
+    unknown = sorted(applied - {m.version for m in known})
+    if unknown:
+        yield Check(FAIL, "migrations",
+                    f"database has migration(s) this version does not know: {unknown}",
+                    "run the gateway version that created this database, or a newer one")
+    elif waiting:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in waiting)
+        yield Check(WARN, "migrations", f"{len(waiting)} pending: {names}",
+                    f"run `{migrate}` (serve also applies them at start-up)")
+    else:
+        yield Check(OK, "migrations", f"up to date ({len(known)} applied)")
 
 
 def _check_migrations(conn: sqlite3.Connection, migrate: str) -> Iterator[Check]:
@@ -220,7 +260,8 @@ def check_storage(settings: Settings) -> Iterator[Check]:
             return
         yield Check(OK, "storage", f"{root} is writable")
     seen: set[int] = set()
-    for where in (root, Path(settings.storage.database).parent):
+    database = settings.storage.database
+    for where in (root, *(() if is_postgresql(database) else (Path(database).parent,))):
         existing = _existing_ancestor(where)
         device = existing.stat().st_dev
         if device in seen:

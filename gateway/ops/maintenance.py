@@ -13,12 +13,12 @@ import sys
 from gateway.attachments.files import create_file_store
 from gateway.config import Settings
 from gateway.ops import gc as garbage
-from gateway.store import Database
 from gateway.store import attachments as attachment_store
+from gateway.store.database import database_for
 
 
 async def _backfill(settings: Settings) -> tuple[int, int]:
-    db = Database(settings.storage.database)
+    db = database_for(settings.storage.database)
     await db.open()
     try:
         pending = len(await attachment_store.leftover_intents(db))
@@ -41,7 +41,7 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _gc(settings: Settings, grace_s: float, dry_run: bool) -> garbage.Plan:
-    db = Database(settings.storage.database)
+    db = database_for(settings.storage.database)
     files = create_file_store(settings.storage)
     await db.open()
     try:

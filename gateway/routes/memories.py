@@ -159,7 +159,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             url = await svc.links.signed_url(internal_uri, item.name, item.content_type)
             items[index] = replace(item, url=url)
     outgoing = _outgoing(dialect, native, payload, caller, items)
-    await attachments.begin_intent(svc.db, intent, scope.key())
+    await attachments.begin_intent(svc.db, intent, scope.key(), *svc.lease.hold())
     try:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)

@@ -147,7 +147,9 @@ async def upload(request: Request) -> Response:
     )
     try:
         await svc.files.rename(received.stored, name_on_disk)
-        await attachments.begin_intent(db, intent, (app_id, project_id, session_id))
+        await attachments.begin_intent(
+            db, intent, (app_id, project_id, session_id), *svc.lease.hold()
+        )
     except BaseException:
         await svc.files.remove_folder(folder)  # no intent recorded: nobody else knows the file
         raise

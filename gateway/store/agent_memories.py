@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,7 @@ from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store import agents, messages
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 _UNSET: Any = object()
 
@@ -52,7 +51,7 @@ _SELECT = (
 )
 
 
-def _memory(row: sqlite3.Row) -> AgentMemory:
+def _memory(row: Row) -> AgentMemory:
     source = None
     if row["src_id"] is not None:
         source = SourceMessage(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +10,7 @@ from gateway.errors import NotFound
 from gateway.identity.ownership import AgentCheck
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 _UNSET: Any = object()
 
@@ -28,7 +27,7 @@ class Agent:
     activity_at_ms: int
 
 
-def _agent(row: sqlite3.Row) -> Agent:
+def _agent(row: Row) -> Agent:
     return Agent(
         id=row["id"],
         name=row["name"],

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ids import new_id, now_ms
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 SOURCE_TYPES = (
     "upload",
@@ -111,7 +110,7 @@ class UnknownAssets(Exception):
         super().__init__(", ".join(missing))
 
 
-def _asset(row: sqlite3.Row) -> MediaAsset:
+def _asset(row: Row) -> MediaAsset:
     return MediaAsset(
         id=row["id"],
         user_id=row["user_id"],
@@ -139,7 +138,7 @@ def _asset(row: sqlite3.Row) -> MediaAsset:
     )
 
 
-def _relation(row: sqlite3.Row) -> Relation:
+def _relation(row: Row) -> Relation:
     return Relation(
         row["id"],
         row["from_asset_id"],
@@ -328,7 +327,7 @@ async def resolution_pool(
         " SELECT id FROM media_assets WHERE user_id = ? AND chat_id = ?"
         " UNION SELECT j.value FROM chat_turn_results t, json_each(t.asset_ids) j"
         "  WHERE t.user_id = ? AND t.chat_id = ?"
-        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named})"
+        f" UNION SELECT id FROM media_assets WHERE user_id = ? AND id IN ({in_named or 'NULL'})"
         "), up(id) AS ("
         " SELECT id FROM base"
         " UNION SELECT a.primary_parent_asset_id FROM media_assets a JOIN up ON a.id = up.id"
@@ -386,8 +385,9 @@ async def add_relation(
     async with db.write() as tx:
         await require_owned(tx, user_id, [from_asset_id, to_asset_id])
         created = await tx.execute(
-            "INSERT OR IGNORE INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
-            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO media_asset_relations (id, user_id, from_asset_id, to_asset_id,"
+            " relation_type, confidence, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             (new_id("rel"), user_id, from_asset_id, to_asset_id, relation_type, confidence,
              now_ms()),
         )

@@ -2,13 +2,13 @@
 
 An intent is written before the engine is called and holds everything needed to finish the work
 (mappings to make, a resource row, files written). Success settles it into rows; failure deletes
-it; a crash leaves it, and gateway/attachments/recovery.py settles it at the next start-up.
+it; a crash leaves it, and gateway/attachments/recovery.py settles it once its owner (the
+process that recorded it) is gone: its lease expired, or it is known dead.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,11 +16,13 @@ from typing import Any
 from gateway import jsonio
 from gateway.errors import SessionOwnedByAnotherUser
 from gateway.ids import new_id, now_ms
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 RESOURCE_SOURCE = "resource_upload"
 BASE64_SOURCE = "memory_add_base64"
 STORED_SOURCES = frozenset({RESOURCE_SOURCE, BASE64_SOURCE})  # the gateway stores their files
+RESOURCE_COLUMNS = ("id", "user_id", "name", "safe_name", "content_type", "size", "sha256",
+                    "app_id", "project_id", "session_id", "internal_uri", "metadata", "created_at")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class Intent:
     mappings: list[AttachmentMapping] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)
     resource: dict[str, Any] | None = None
+    owner: str = ""  # the process holding it ("" = nobody)
+    lease_until: int = 0  # ms; the owner renews it while alive
 
     def payload(self) -> str:
         return json.dumps(
@@ -59,7 +63,7 @@ class Intent:
         )
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Intent:
+    def from_row(cls, row: Row) -> Intent:
         data = json.loads(row["payload"])
         return cls(
             id=row["id"],
@@ -68,6 +72,8 @@ class Intent:
             mappings=[AttachmentMapping(**m) for m in data["mappings"]],
             folders=list(data["folders"]),
             resource=data.get("resource"),
+            owner=row["owner"],
+            lease_until=row["lease_until"],
         )
 
 
@@ -88,8 +94,8 @@ async def _claim_session(
 ) -> bool:
     """Make the caller the owner if nobody is; True when this call created the claim."""
     created = await tx.execute(
-        "INSERT OR IGNORE INTO memory_sessions (app_id, project_id, session_id, user_id, "
-        "created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO memory_sessions (app_id, project_id, session_id, user_id, "
+        "created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (app_id, project_id, session_id, user_id, now_ms()),
     )
     if created:
@@ -107,14 +113,31 @@ async def _claim_session(
 # --- intents ----------------------------------------------------------------------------------
 
 
-async def begin_intent(db: Database, intent: Intent, session: tuple[str, str, str]) -> None:
-    """Claim the session (403 if another user owns it) and record the intent, atomically."""
+async def begin_intent(
+    db: Database, intent: Intent, session: tuple[str, str, str], owner: str = "",
+    lease_until: int = 0,
+) -> None:
+    """Claim the session (403 if another user owns it) and record the intent, atomically,
+    held by `owner` until `lease_until` (ms)."""
+    intent.owner, intent.lease_until = owner, lease_until
     async with db.write() as tx:
         await _claim_session(tx, intent.user_id, *session)
         await tx.execute(
-            "INSERT INTO pending_intents (id, user_id, kind, payload, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (intent.id, intent.user_id, intent.kind, intent.payload(), now_ms()),
+            "INSERT INTO pending_intents (id, user_id, kind, payload, created_at, owner, "
+            "lease_until) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (intent.id, intent.user_id, intent.kind, intent.payload(), now_ms(), owner,
+             lease_until),
+        )
+
+
+async def renew_leases(db: Database, owner: str, lease_until: int) -> int:
+    """Extend every intent `owner` holds; returns how many it holds."""
+    held = await db.read_one("SELECT 1 FROM pending_intents WHERE owner = ? LIMIT 1", (owner,))
+    if held is None:
+        return 0
+    async with db.write() as tx:
+        return await tx.execute(
+            "UPDATE pending_intents SET lease_until = ? WHERE owner = ?", (lease_until, owner)
         )
 
 
@@ -123,6 +146,17 @@ async def commit_intent(db: Database, intent: Intent) -> None:
     async with db.write() as tx:
         await _apply(tx, intent)
         await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,))
+
+
+async def settle_if_pending(db: Database, intent: Intent, keep: bool) -> bool:
+    """Recovery's settlement, atomic against another process settling the same intent: keep
+    it (commit its rows) or drop it, only while it is still pending; True when this call did."""
+    async with db.write() as tx:
+        if not await tx.execute("DELETE FROM pending_intents WHERE id = ?", (intent.id,)):
+            return False
+        if keep:
+            await _apply(tx, intent)
+    return True
 
 
 async def abandon_intent(db: Database, intent: Intent) -> bool:
@@ -147,11 +181,9 @@ async def _apply(tx: Transaction, intent: Intent) -> None:
     resource = intent.resource
     if resource is not None:
         await tx.execute(
-            "INSERT OR IGNORE INTO resources (id, user_id, name, safe_name, content_type, size, "
-            "sha256, app_id, project_id, session_id, internal_uri, metadata, created_at) "
-            "VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id, "
-            ":project_id, :session_id, :internal_uri, :metadata, :created_at)",
-            resource,  # type: ignore[arg-type]
+            f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)}) "
+            f"VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT DO NOTHING",
+            [resource[column] for column in RESOURCE_COLUMNS],
         )
     await insert_mappings(tx, intent.mappings, created)
 
@@ -191,7 +223,7 @@ async def session_versions(
 
 async def live_mappings(
     db: Database, user_id: str, session_ids: Sequence[str]
-) -> dict[str, list[sqlite3.Row]]:
+) -> dict[str, list[Row]]:
     """The caller's live mappings of these sessions, grouped by session."""
     rows = await db.read(
         "SELECT id, session_id, name, internal_uri, content_type, source FROM memory_attachments "
@@ -199,7 +231,7 @@ async def live_mappings(
         "AND deleted_at IS NULL",
         (user_id, json.dumps(list(session_ids))),
     )
-    grouped: dict[str, list[sqlite3.Row]] = {}
+    grouped: dict[str, list[Row]] = {}
     for row in rows:
         grouped.setdefault(row["session_id"], []).append(row)
     return grouped
@@ -215,7 +247,9 @@ async def stored_mapping(db: Database, user_id: str, mapping_id: str) -> Attachm
     )
     if row is None or row["source"] not in STORED_SOURCES:
         return None
-    return AttachmentMapping(*row)
+    return AttachmentMapping(*(row[key] for key in (
+        "id", "user_id", "app_id", "project_id", "session_id", "resource_id", "content_type",
+        "name", "internal_uri", "source", "sha256")))
 
 
 # --- backfill ---------------------------------------------------------------------------------
@@ -224,18 +258,25 @@ async def stored_mapping(db: Database, user_id: str, mapping_id: str) -> Attachm
 async def backfill(db: Database) -> int:
     """Give every live resource its mapping (idempotent); returns how many were (re)made."""
     async with db.write() as tx:
-        return await tx.execute(
-            "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
-            "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
-            "SELECT 'att_' || lower(hex(randomblob(12))), r.user_id, r.app_id, r.project_id, "
-            "r.session_id, r.id, r.content_type, r.name, r.internal_uri, ?, r.sha256, r.created_at "
+        missing = await tx.read(
+            "SELECT r.id, r.user_id, r.app_id, r.project_id, r.session_id, r.content_type, r.name, "
+            "r.internal_uri, r.sha256, r.created_at "
             "FROM resources r WHERE r.deleted_at IS NULL AND NOT EXISTS ("
             "  SELECT 1 FROM memory_attachments m WHERE m.user_id = r.user_id "
             "  AND m.session_id = r.session_id AND m.internal_uri = r.internal_uri "
             "  AND m.deleted_at IS NULL)"
-            "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL",
-            (RESOURCE_SOURCE,),
         )
+        for r in missing:
+            await tx.execute(
+                "INSERT INTO memory_attachments (id, user_id, app_id, project_id, session_id, "
+                "resource_id, content_type, name, internal_uri, source, sha256, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (user_id, session_id, internal_uri) DO UPDATE SET deleted_at = NULL",
+                (new_id("att"), r["user_id"], r["app_id"], r["project_id"], r["session_id"],
+                 r["id"], r["content_type"], r["name"], r["internal_uri"], RESOURCE_SOURCE,
+                 r["sha256"], r["created_at"]),
+            )
+        return len(missing)
 
 
 def new_mapping(

@@ -5,7 +5,6 @@ Messages and their bookkeeping live in `gateway/store/messages.py`.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,7 @@ from gateway.errors import NotFound
 from gateway.ids import new_id, now_ms
 from gateway.store import agents
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 DEFAULT_TITLE = "新对话"
 TITLE_MAX_CODE_POINTS = 24
@@ -33,7 +32,7 @@ class Conversation:
     updated_at_ms: int
 
 
-def conversation_from_row(row: sqlite3.Row) -> Conversation:
+def conversation_from_row(row: Row) -> Conversation:
     return Conversation(
         id=row["id"],
         agent_id=row["agent_id"],

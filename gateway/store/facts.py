@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 OBSERVATIONS_TO_ACTIVATE = 3
 DEFAULT_CONFIDENCE = {"inferred": 50, "manual": 100, "imported": 100}
@@ -97,7 +96,7 @@ class Observation:
     expires_at_ms: int | None = None
 
 
-def _fact(row: sqlite3.Row, now: int) -> Fact:
+def _fact(row: Row, now: int) -> Fact:
     return Fact(
         id=row["id"],
         scope=row["scope"],
@@ -210,7 +209,7 @@ async def observe(db: Database, user_id: str, observation: Observation) -> tuple
 
 async def _observe_existing(
     tx: Transaction,
-    row: sqlite3.Row,
+    row: Row,
     observation: Observation,
     value: str,
     explicit: bool,
@@ -295,7 +294,8 @@ async def for_prompt(db: Database, user_id: str, limit: int) -> list[Fact]:
     now = now_ms()
     rows = await db.read(
         f"SELECT * FROM memory_facts WHERE {_LIVE} AND {_ACTIVE_SQL}"
-        " ORDER BY pinned DESC, confidence DESC, last_confirmed_at_ms DESC, id DESC LIMIT ?",
+        " ORDER BY pinned DESC, confidence DESC, last_confirmed_at_ms DESC NULLS LAST, id DESC"
+        " LIMIT ?",
         (user_id, now, limit),
     )
     return [_fact(row, now) for row in rows]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
-from gateway.store.database import Database
+from gateway.store.database import Database, Row
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,7 @@ class ApiKey:
     revoked_at_ms: int | None
 
 
-def _key(row: sqlite3.Row) -> ApiKey:
+def _key(row: Row) -> ApiKey:
     return ApiKey(
         row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"], row["revoked_at_ms"]
     )
@@ -29,29 +28,28 @@ async def find(db: Database, key_id: str) -> ApiKey | None:
     return None if row is None else _key(row)
 
 
-# The CLI works on a plain sqlite3 connection: it runs outside the server's event loop.
+async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str) -> None:
+    async with db.write() as tx:
+        await tx.execute(
+            "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
+            (key_id, user_id, secret_sha256, int(time.time() * 1000)),
+        )
 
 
-def insert_sync(conn: sqlite3.Connection, key_id: str, user_id: str, secret_sha256: str) -> None:
-    conn.execute(
-        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
-        (key_id, user_id, secret_sha256, int(time.time() * 1000)),
-    )
-
-
-def list_sync(conn: sqlite3.Connection, user_id: str | None = None) -> list[ApiKey]:
+async def list_keys(db: Database, user_id: str | None = None) -> list[ApiKey]:
     if user_id is None:
-        rows = conn.execute("SELECT * FROM api_keys ORDER BY created_at_ms, id").fetchall()
+        rows = await db.read("SELECT * FROM api_keys ORDER BY created_at_ms, id")
     else:
-        rows = conn.execute(
+        rows = await db.read(
             "SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at_ms, id", (user_id,)
-        ).fetchall()
+        )
     return [_key(row) for row in rows]
 
 
-def revoke_sync(conn: sqlite3.Connection, key_id: str) -> bool:
-    cursor = conn.execute(
-        "UPDATE api_keys SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL",
-        (int(time.time() * 1000), key_id),
-    )
-    return cursor.rowcount == 1
+async def revoke(db: Database, key_id: str) -> bool:
+    async with db.write() as tx:
+        changed = await tx.execute(
+            "UPDATE api_keys SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL",
+            (int(time.time() * 1000), key_id),
+        )
+    return changed == 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from gateway.search.matching import normalise_label
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 if TYPE_CHECKING:
     from gateway.store.tool_calls import ToolCall
@@ -73,7 +72,7 @@ class Appended:
     created: bool  # False: a retry answered with the stored message
 
 
-def message_from_row(row: sqlite3.Row) -> Message:
+def message_from_row(row: Row) -> Message:
     return Message(
         id=row["id"],
         conversation_id=row["conversation_id"],
@@ -203,15 +202,16 @@ async def _bookkeeping(
     await tx.execute(
         "UPDATE conversations SET message_count = message_count + ?, last_message_at_ms = ?,"
         " updated_at_ms = ?,"
-        " title = CASE WHEN title_fixed = 0 AND ? IS NOT NULL THEN ? ELSE title END,"
-        " title_fixed = CASE WHEN ? IS NOT NULL THEN 1 ELSE title_fixed END"
+        " title = CASE WHEN title_fixed = 0 AND CAST(? AS TEXT) IS NOT NULL THEN ? ELSE title END,"
+        " title_fixed = CASE WHEN CAST(? AS TEXT) IS NOT NULL THEN 1 ELSE title_fixed END"
         " WHERE id = ? AND user_id = ?",
         (appended, last_message_at, now, title, title, title, conversation.id, user_id),
     )
     await tx.execute(
-        "UPDATE agents SET last_message_at_ms = ?, activity_at_ms = MAX(activity_at_ms, ?)"
+        "UPDATE agents SET last_message_at_ms = ?,"
+        " activity_at_ms = CASE WHEN activity_at_ms > ? THEN activity_at_ms ELSE ? END"
         " WHERE id = ? AND user_id = ?",
-        (last_message_at, last_message_at, conversation.agent_id, user_id),
+        (last_message_at, last_message_at, last_message_at, conversation.agent_id, user_id),
     )
 
 

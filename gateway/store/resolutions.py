@@ -7,14 +7,13 @@ together or not at all.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.ids import new_id, now_ms
 from gateway.store import working_state
 from gateway.store.cursors import Cursor
-from gateway.store.database import Database
+from gateway.store.database import Database, Row
 from gateway.store.working_state import ChatWorkingState
 
 
@@ -41,7 +40,7 @@ class Resolution:
     created_at_ms: int
 
 
-def _resolution(row: sqlite3.Row) -> Resolution:
+def _resolution(row: Row) -> Resolution:
     audit = Audit(
         raw_text=row["raw_text"],
         uploaded_asset_ids=json.loads(row["uploaded_asset_ids"]),

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.ids import now_ms
 from gateway.store.attachments import RESOURCE_SOURCE, insert_mappings, new_mapping
 from gateway.store.cursors import Cursor
-from gateway.store.database import Database
+from gateway.store.database import Database, Row
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Resource:
     created_at: int
 
 
-def _resource(row: sqlite3.Row) -> Resource:
+def _resource(row: Row) -> Resource:
     return Resource(
         row["id"], row["user_id"], row["name"], row["safe_name"], row["content_type"],
         row["size"], row["sha256"], row["app_id"], row["project_id"], row["session_id"],

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.ids import new_id, now_ms
 from gateway.store.assets import require_owned
-from gateway.store.database import Database, Transaction
+from gateway.store.database import Database, Row, Transaction
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class TurnResult:
     created_at_ms: int
 
 
-def _state(row: sqlite3.Row | None) -> ChatWorkingState:
+def _state(row: Row | None) -> ChatWorkingState:
     if row is None:
         return ChatWorkingState()
     snapshot = row["last_canvas_snapshot"]
@@ -69,7 +68,7 @@ def _state(row: sqlite3.Row | None) -> ChatWorkingState:
     )
 
 
-def _result(row: sqlite3.Row) -> TurnResult:
+def _result(row: Row) -> TurnResult:
     return TurnResult(row["id"], row["chat_id"], json.loads(row["asset_ids"]), row["created_at_ms"])
 
 

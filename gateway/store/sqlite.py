@@ -1,0 +1,168 @@
+"""The SQLite adapter: one writer behind a lock (`BEGIN IMMEDIATE`), separate reader connections.
+
+Handlers never see connections; the store modules call `read`/`read_one` for queries and
+`write()` for a transaction (gateway/store/database.py is the interface).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from gateway.store import migrations
+from gateway.store.database import Database, Transaction
+
+BUSY_TIMEOUT_MS = 30_000
+READER_CONNECTIONS = 2
+# `read_now` runs on the event loop: it waits at most this long for a lock (WAL readers almost
+# never wait), then the query goes to a reader thread instead.
+READ_NOW_BUSY_TIMEOUT_MS = 20
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def connect_sync(path: str) -> sqlite3.Connection:
+    """A configured autocommit connection, for the CLI and start-up work."""
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    _configure(conn)
+    return conn
+
+
+def migrate(path: str) -> list[migrations.Migration]:
+    conn = connect_sync(path)
+    try:
+        return migrations.apply_pending(conn)
+    finally:
+        conn.close()
+
+
+class SqliteDatabase(Database):
+    dialect = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = itertools.cycle(range(READER_CONNECTIONS))
+        self._write_lock = asyncio.Lock()
+        self._inline: sqlite3.Connection | None = None
+
+    async def open(self) -> None:
+        migrate(self.path)
+        self._writer = await self._connect()
+        self._readers = [await self._connect() for _ in range(READER_CONNECTIONS)]
+        self._inline = sqlite3.connect(self.path, isolation_level=None)
+        self._inline.execute(f"PRAGMA busy_timeout = {READ_NOW_BUSY_TIMEOUT_MS}")
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    async def close(self) -> None:
+        if self._inline is not None:
+            self._inline.close()
+            self._inline = None
+        for conn in [self._writer, *self._readers]:
+            if conn is not None:
+                await conn.close()
+        self._writer = None
+        self._readers = []
+
+    def _reader(self) -> aiosqlite.Connection:
+        if not self._readers:
+            raise RuntimeError("database is not open")
+        return self._readers[next(self._next_reader)]
+
+    async def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._reader().execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def read_now(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """`read` run on the event loop thread, for small indexed lookups on every request; the
+        rows are plain tuples.
+
+        Handing a query to a reader thread and back costs more than such a query itself (a
+        search's session lookup ran 2× faster this way, bench/search_cost.py). When the lock is
+        not free within READ_NOW_BUSY_TIMEOUT_MS, the query goes to a reader thread.
+        """
+        if self._inline is None:
+            raise RuntimeError("database is not open")
+        try:
+            return self._inline.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return [tuple(row) for row in await self.read(sql, params)]
+
+    def data_version(self) -> int:
+        """A number that changes whenever any connection (any process) commits a change.
+
+        SQLite's `PRAGMA data_version`, read on the event loop thread's connection, which never
+        writes: so every commit counts. Lets callers keep answers until the data changes.
+        """
+        if self._inline is None:
+            raise RuntimeError("database is not open")
+        return int(self._inline.execute("PRAGMA data_version").fetchone()[0])
+
+    async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._reader().execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Transaction]:
+        """One write transaction at a time; committed on exit, rolled back on error."""
+        if self._writer is None:
+            raise RuntimeError("database is not open")
+        async with self._write_lock:
+            conn = self._writer
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield SqliteTransaction(conn)
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            else:
+                await conn.execute("COMMIT")
+
+
+
+class SqliteTransaction(Transaction):
+    """The writer connection inside `SqliteDatabase.write()`."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the number of rows changed."""
+        async with self._conn.execute(sql, params) as cursor:
+            return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+    async def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._conn.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
+
+    async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
