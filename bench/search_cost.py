@@ -6,15 +6,19 @@ episodes over those sessions, each naming a few of the files. Requests/s of the 
 Target: the search costs at most 2× the pass-through, i.e. ratio ≥ 0.5.
 
 `--path python` measures the pure-Python path (`server.native_search = false`) instead of the C
-page scanner. The page and the sessions do not change between requests, so after the first
-search the owners' lookup is answered from memory (it is kept until the database changes).
+page scanner. `--stored` makes the attachments inline files the gateway stores (instead of the
+client's URIs); `--urls` also sets `server.public_url`, so each of them carries a download `url`.
+The page and the sessions do not change between requests, so after the first search the owners'
+lookup is answered from memory (it is kept until the database changes).
 
     .venv/bin/python bench/search_cost.py [--rounds 5] [--seconds 4] [--path scanner|python]
+        [--stored [--urls]]
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import tempfile
@@ -57,11 +61,13 @@ def search_page() -> dict:
                                             "unprocessed_messages": []}}
 
 
-def seed(url: str, key: str) -> None:
+def seed(url: str, key: str, stored: bool, urls: bool) -> None:
     headers = {"Authorization": f"Bearer {key}"}
+    tiny = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
     with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
         for session in range(SESSIONS):
-            items = [{"type": "image", "uri": f"https://cdn.example/{filename(session, i)}"}
+            items = [{"type": "image", "base64": tiny, "name": filename(session, i)} if stored
+                     else {"type": "image", "uri": f"https://cdn.example/{filename(session, i)}"}
                      for i in range(ATTACHMENTS)]
             response = client.post("/memories/add", json={
                 "session_id": f"bench-session-{session}",
@@ -71,6 +77,7 @@ def seed(url: str, key: str) -> None:
         check.raise_for_status()
         results = check.json()["results"]
         assert len(results) == RESULTS and all(len(r["attachments"]) == 3 for r in results)
+        assert all(("url" in a) is urls for r in results for a in r["attachments"])
 
 
 def main() -> int:
@@ -79,19 +86,29 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--path", choices=("scanner", "python"), default="scanner")
+    parser.add_argument("--stored", action="store_true",
+                        help="attachments are files the gateway stores, not the client's URIs")
+    parser.add_argument("--urls", action="store_true",
+                        help="with --stored: set server.public_url, so each carries a `url`")
     args = parser.parse_args()
+    if args.urls and not args.stored:
+        parser.error("--urls needs --stored (a client's URI never gets a download url)")
     if args.path == "scanner" and not page_scan.AVAILABLE:
         print("the C page scanner is not built (no C compiler at install?): use --path python")
         return 2
     extra = {"MEMORY_GATEWAY_SERVER_NATIVE_SEARCH": str(args.path == "scanner").lower()}
+    if args.urls:
+        extra["MEMORY_GATEWAY_SERVER_PUBLIC_URL"] = "https://gateway.example"
     body = b'{"query": "trip", "user_id": "bench"}'
     with tempfile.TemporaryDirectory() as tmp:
         page_file = Path(tmp) / "page.json"
         page_file.write_text(json.dumps(search_page()))
         print(f"page: {RESULTS} results, {page_file.stat().st_size} bytes; "
-              f"{SESSIONS} sessions x {ATTACHMENTS} attachments; search path: {args.path}")
+              f"{SESSIONS} sessions x {ATTACHMENTS} attachments; search path: {args.path}; "
+              f"attachments: {'stored' if args.stored else 'client URIs'}"
+              f"{' with urls' if args.urls else ''}")
         with fast_upstream(page_file) as upstream, gateway(upstream, extra) as (url, key):
-            seed(url, key)
+            seed(url, key, args.stored, args.urls)
             auth = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
             result = paired_ratios(
                 args.rounds,

@@ -22,8 +22,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
-from gateway.attachments.files import FileStore
+from gateway.attachments.files import create_file_store
 from gateway.attachments.leases import Lease
+from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
@@ -32,7 +33,7 @@ from gateway.identity.ownership import OwnershipRules
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
-from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, all_routes
+from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
 from gateway.store import agents, keys
@@ -62,7 +63,7 @@ class Gateway:
     ) -> None:
         self.settings = settings
         db = database_for(settings.storage.database)
-        files = FileStore(settings.storage.root)
+        files = create_file_store(settings.storage)
         jobs: JobService = (
             HttpJobService(settings.jobs.base_url, settings.jobs.timeout_s, jobs_transport)
             if settings.jobs.base_url
@@ -77,6 +78,7 @@ class Gateway:
         flavor = flavor_for(settings)
         table = flavor.routes.with_routes(parse_allowed(entry)
                                           for entry in settings.upstream.allow_paths)
+        links = FileLinks(settings, files, flavor.reads_local_files)
         self.services = Services(
             settings=settings,
             db=db,
@@ -85,7 +87,8 @@ class Gateway:
             proxy=Proxy(settings, upstream, rules, table, rules.claim),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=files,
-            attachment_index=AttachmentIndex(db),
+            attachment_index=AttachmentIndex(db, links.download_url),
+            links=links,
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
@@ -102,7 +105,11 @@ class Gateway:
     async def startup(self) -> None:
         os.makedirs(self.settings.storage.root, exist_ok=True)
         try:
+            await self.services.files.open_store()
             await self.services.db.open()
+            if self.services.links.access == NAME_ACCESS:
+                log.warning("the engine gets stored files by name only: set server.public_url "
+                            "(or keep files on S3) to hand them over as signed URLs")
             await self._settle_attachments()
         except BaseException:
             # Close what was opened: the database's threads would keep the process alive.
@@ -131,6 +138,7 @@ class Gateway:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
         await self.services.tool_calls.aclose()
+        await self.services.files.close()
         await self.services.db.close()
 
     @asynccontextmanager
@@ -237,7 +245,7 @@ class Gateway:
         scope[TARGET_KEY] = target
         if path != scope["path"]:
             scope["path"], scope["raw_path"] = path, quote(path).encode()
-        if path in PUBLIC_PATHS:
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
             return
         user = await self.services.authenticator.user_for(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -45,6 +46,16 @@ class ServerSettings:
     native_search: bool = _setting(
         True, "answer searches with the C page scanner when it was built; false = Python only"
     )
+    public_url: str = _setting(
+        "", "URL by which clients and the engine reach the gateway (download and signed file "
+        "URLs); empty = search attachments carry no `url`"
+    )
+    file_url_secret: str = _setting(
+        "", "secret signing /files/{token} URLs; empty = generated once, kept in storage.root"
+    )
+    file_url_ttl_s: int = _setting(
+        86400, "seconds a signed file URL handed to the engine stays valid"
+    )
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,10 @@ class UpstreamSettings:
         [], "engine routes opened beyond the flavour's table, \"METHOD /path\" with {name} or a "
         "final * (docs/engines.md); the identity checks apply to them too"
     )
+    file_access: str = _setting(
+        "auto", "how the engine gets stored files: path (file:// URIs, an engine on this disk), "
+        "url (signed, expiring URLs) or auto (path for everos, url for the others)"
+    )
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,12 @@ class StorageSettings:
         "storage/_gateway.db",
         "SQLite database file, or a postgresql://user:password@host:port/dbname URL",
     )
+    files: str = _setting(
+        "", "where files live: empty = under storage.root; s3://bucket/prefix = an S3-compatible "
+        "store (credentials from the standard AWS_* environment variables)"
+    )
+    s3_endpoint_url: str = _setting("", "S3 endpoint URL; empty = AWS S3 itself")
+    s3_region: str = _setting("", "S3 region; empty = from AWS_* settings, else us-east-1")
     gc_grace_s: float = _setting(
         3600.0, "`gc` leaves files and rows younger than this alone (work may be in flight)"
     )
@@ -347,6 +368,25 @@ def _validate(settings: Settings) -> None:
             parse_allowed(entry)
         except ValueError as exc:
             raise ConfigError(f"upstream.allow_paths: {exc}") from None
+    _validate_files(settings)
+
+
+def _validate_files(settings: Settings) -> None:
+    files = settings.storage.files
+    if files and not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", files):
+        raise ConfigError(f"storage.files: expected empty or s3://bucket/prefix, got {files!r}")
+    endpoint = settings.storage.s3_endpoint_url
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"storage.s3_endpoint_url: expected an http(s) URL, got {endpoint!r}")
+    public = settings.server.public_url
+    if public and not public.startswith(("http://", "https://")):
+        raise ConfigError(f"server.public_url: expected an http(s) URL, got {public!r}")
+    if settings.upstream.file_access not in FILE_ACCESS:
+        raise ConfigError(f"upstream.file_access: expected one of {', '.join(FILE_ACCESS)}, "
+                          f"got {settings.upstream.file_access!r}")
+
+
+FILE_ACCESS = ("auto", "path", "url")
 
 
 def load_settings(

@@ -23,6 +23,7 @@
     │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
     ├── NotReady (503 not_ready)
+    ├── StorageUnavailable (503 storage_unavailable)
     ├── UpstreamTimeout (504 upstream_timeout)
     └── JobServiceTimeout (504 job_service_timeout)
 
@@ -148,6 +149,10 @@ class NotReady(GatewayError):
     status, code, default_message = 503, "not_ready", "not ready"
 
 
+class StorageUnavailable(GatewayError):
+    status, code, default_message = 503, "storage_unavailable", "the file store is unavailable"
+
+
 class UpstreamTimeout(GatewayError):
     status, code, default_message = 504, "upstream_timeout", "upstream timed out"
 
@@ -180,6 +185,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     JobServiceBadResponse,
     UpstreamPoolExhausted,
     NotReady,
+    StorageUnavailable,
     UpstreamTimeout,
     JobServiceTimeout,
 )

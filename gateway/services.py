@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from gateway.attachments.files import FileStore
 from gateway.attachments.leases import DEFAULT_LEASE_S, Lease
+from gateway.attachments.links import FileLinks
 from gateway.config import Settings
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
@@ -35,6 +36,7 @@ class Services:
     files: FileStore
     attachment_index: AttachmentIndex
     tool_calls: ToolCallService
+    links: FileLinks  # download URLs, and how the engine gets stored files
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     # This process's hold on the intents it records (owner token and lease).

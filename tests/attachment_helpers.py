@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import respx
 
+from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
 from tests import databases
 
@@ -50,3 +51,51 @@ def files_under(root: str | Path) -> list[Path]:
 
 def sent_json(route: respx.Route) -> Any:
     return json.loads(route.calls.last.request.content)
+
+
+def _s3_client(settings: Settings):  # type: ignore[no-untyped-def]
+    import botocore.session
+    from botocore.config import Config
+
+    return botocore.session.get_session().create_client(
+        "s3", endpoint_url=settings.storage.s3_endpoint_url or None,
+        region_name=settings.storage.s3_region or None,
+        config=Config(s3={"addressing_style": "path"}))
+
+
+def stored_files(settings: Settings) -> list[str]:
+    """Every stored file, as `user/kind/id/name` under the disk root or the S3 prefix."""
+    if settings.storage.files:
+        bucket, prefix = split_s3_url(settings.storage.files)
+        client = _s3_client(settings)
+        keys: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=f"{prefix}/"):
+            keys += [item["Key"][len(prefix) + 1:] for item in page.get("Contents", [])]
+        return sorted(keys)
+    root = Path(settings.storage.root)
+    return [str(path.relative_to(root)) for path in files_under(root)]
+
+
+def stored_bytes(settings: Settings, relative: str) -> bytes:
+    if settings.storage.files:
+        bucket, prefix = split_s3_url(settings.storage.files)
+        found = _s3_client(settings).get_object(Bucket=bucket, Key=f"{prefix}/{relative}")
+        return bytes(found["Body"].read())
+    return (Path(settings.storage.root) / relative).read_bytes()
+
+
+def remove_stored(settings: Settings, relative: str) -> None:
+    """Make a stored file vanish behind the gateway's back."""
+    if settings.storage.files:
+        bucket, prefix = split_s3_url(settings.storage.files)
+        _s3_client(settings).delete_object(Bucket=bucket, Key=f"{prefix}/{relative}")
+    else:
+        (Path(settings.storage.root) / relative).unlink()
+
+
+def stored_uri(settings: Settings, relative: str) -> str:
+    """The internal_uri of a stored file."""
+    if settings.storage.files:
+        return f"{settings.storage.files.rstrip('/')}/{relative}"
+    return (Path(settings.storage.root).resolve() / relative).as_uri()

@@ -9,11 +9,15 @@ The app reaches the faked engine through an httpx transport, except in modules m
 each over a real loopback socket to the same faked engine (tests/loopback_engine.py). Modules
 marked both ways run twice, not four times: SQLite with the native client, PostgreSQL with
 httpx (the database and the upstream client do not meet).
+
+Modules marked `on_both_stores` run each test with files on local disk and on S3 (SeaweedFS,
+started once per session on free loopback ports, a fresh prefix per test).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -30,6 +34,7 @@ from gateway.ids import now_ms
 from gateway.store.database import is_postgresql, migrate
 from tests import databases, postgres_server
 from tests.loopback_engine import LoopbackEngine
+from tests.s3_server import S3Server, seaweedfs
 
 ENGINE = "http://engine.test"
 UPSTREAM_CLIENTS = ("native", "httpx")
@@ -49,6 +54,7 @@ def anyio_backend() -> str:
 
 
 BACKENDS = ("sqlite", "postgresql")
+FILE_BACKENDS = ("disk", "s3")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -66,6 +72,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("database_backend", BACKENDS, indirect=True)
     elif on_clients:
         metafunc.parametrize("upstream_client", UPSTREAM_CLIENTS, indirect=True)
+    if marked("on_both_stores", "files_backend"):
+        metafunc.parametrize("files_backend", FILE_BACKENDS, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -102,11 +110,47 @@ def database_url(database_backend: str, tmp_path: Path, request: pytest.FixtureR
     return str(tmp_path / "gw.db")
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """SeaweedFS, started once for the session by the first test that needs it."""
+    with seaweedfs() as server:
+        yield server
+
+
 @pytest.fixture
-def settings(tmp_path: Path, database_url: str) -> Settings:
+def files_backend(request: pytest.FixtureRequest) -> str:
+    """Where files go: "disk" (default) or "s3"; modules run on both with `on_both_stores`."""
+    return str(getattr(request, "param", "disk"))
+
+
+# Marks a test module to run each test that uses `settings` on local disk and on S3 (never
+# skipped: SeaweedFS is started by the suite, and a failure to start fails the S3 half).
+on_both_stores = pytest.mark.on_both_stores
+
+
+def storage_values(tmp_path: Path, server: S3Server | None, monkeypatch: pytest.MonkeyPatch,
+                   database: str | None = None) -> dict[str, str]:
+    """The storage keys of a test: files on disk under tmp_path, or on `server` when given;
+    the database is `database`, else a SQLite file under tmp_path."""
+    values = {"root": str(tmp_path / "storage"), "database": database or str(tmp_path / "gw.db")}
+    if server is not None:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        # A fresh prefix per test: every test sees an empty store.
+        values["files"] = f"s3://{server.bucket}/t-{secrets.token_hex(6)}"
+        values["s3_endpoint_url"] = server.endpoint_url
+        values["s3_region"] = server.region
+    return values
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str, files_backend: str,
+             request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings().with_values(
         upstream={"base_url": ENGINE},
-        storage={"root": str(tmp_path / "storage"), "database": database_url},
+        storage=storage_values(
+            tmp_path, request.getfixturevalue("s3_server") if files_backend == "s3" else None,
+            monkeypatch, database_url),
     )
 
 

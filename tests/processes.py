@@ -100,10 +100,11 @@ def dev_engine(tmp: Path) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(tmp: Path, upstream_url: str, *, log: Path | None = None,
+def gateway(tmp: Path, upstream_url: str, *, log: Path | None = None, port: int | None = None,
             **extra: str) -> Iterator[GatewayProcess]:
-    """A gateway on a free port; `extra`: MEMORY_GATEWAY_* variables; `log`: its stderr file."""
-    port = free_port()
+    """A gateway on a free port (or `port`); `extra`: MEMORY_GATEWAY_* variables and others for
+    its environment; `log`: its stderr file."""
+    port = port or free_port()
     env = gateway_env(tmp, port, upstream_url, **extra)
     url = f"http://127.0.0.1:{port}"
     with running(["serve"], env, url + "/healthz", log=log) as proc:

@@ -17,6 +17,7 @@ from gateway.search import page_scan
 from gateway.store.database import migrate
 from tests.postgres_server import PostgresServer
 from tests.processes import ROOT, dev_engine, free_port, running
+from tests.s3_server import S3Server
 
 
 def write_config(tmp: Path, base_url: str, **storage: str) -> Path:
@@ -261,3 +262,26 @@ def test_postgresql_reachability_and_migrations_are_checked(
     assert code == 1
     assert line(lines, "database").startswith("FAIL") and "cannot reach" in line(lines, "database")
     assert "s3cret" not in "\n".join(lines)
+
+
+def test_files_on_s3_are_probed_and_a_wrong_store_fails_with_a_fix(
+    tmp_path: Path, engine_url: str, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    config = write_config(tmp_path, engine_url)
+    migrate(str(tmp_path / "storage" / "_gateway.db"))
+    good = f'files = "s3://{s3_server.bucket}/doctor"\n' \
+           f's3_endpoint_url = "{s3_server.endpoint_url}"\n'
+    config.write_text(config.read_text().replace("[storage]\n", f"[storage]\n{good}"))
+    code, lines = doctor(config)
+    assert code == 0, lines
+    assert line(lines, "file store").startswith("OK "), lines
+    assert s3_server.client().list_objects_v2(
+        Bucket=s3_server.bucket, Prefix="doctor/").get("KeyCount", 0) == 0  # probe removed
+    config.write_text(config.read_text().replace(s3_server.endpoint_url,
+                                                 f"http://127.0.0.1:{free_port()}"))
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "file store").startswith("FAIL "), lines
+    assert "AWS_* credentials" in fix_after(lines, "file store")

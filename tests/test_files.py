@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.attachments.files import FileStore, last_segment, safe_name
+from gateway.attachments.files import DiskFileStore, last_segment, safe_name
 
 
 @settings(max_examples=2000)
@@ -45,11 +45,12 @@ def test_last_segment_handles_both_separators() -> None:
 
 
 async def test_atomic_write_leaves_no_temp_file_and_limit_cleans_up(tmp_path: Path) -> None:
-    store = FileStore(tmp_path)
+    store = DiskFileStore(tmp_path)
     folder = store.folder("alice", "resources", "res_1")
     stored = await store.write_bytes(folder, "a.png", b"abc")
-    assert stored.path.read_bytes() == b"abc" and stored.size == 3
-    assert [p.name for p in folder.iterdir()] == ["a.png"]
+    assert (Path(folder) / "a.png").read_bytes() == b"abc" and stored.size == 3
+    assert stored.uri == (Path(folder) / "a.png").as_uri()
+    assert [p.name for p in Path(folder).iterdir()] == ["a.png"]
 
     async def too_much():
         yield b"x" * 10
@@ -58,10 +59,23 @@ async def test_atomic_write_leaves_no_temp_file_and_limit_cleans_up(tmp_path: Pa
     other = store.folder("alice", "resources", "res_2")
     with pytest.raises(Exception, match="limit"):
         await store.write_stream(other, "b.bin", too_much(), 15)
-    assert not other.exists()
+    assert not Path(other).exists()
 
 
 @pytest.mark.parametrize(("user", "obj"), [("../x", "r1"), ("alice", "../r"), ("_sys", "r")])
 def test_folders_refuse_unsafe_ids(tmp_path: Path, user: str, obj: str) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any refusal will do, as long as it refuses
-        FileStore(tmp_path).folder(user, "resources", obj)
+        DiskFileStore(tmp_path).folder(user, "resources", obj)
+
+
+def test_only_files_of_object_folders_are_the_stores(tmp_path: Path) -> None:
+    store = DiskFileStore(tmp_path)
+    root = tmp_path.resolve()
+    inside = (root / "alice" / "resources" / "res_1" / "a.png").as_uri()
+    assert store.location(inside) == str(root / "alice" / "resources" / "res_1" / "a.png")
+    assert store.folder_of(inside) == str(root / "alice" / "resources" / "res_1")
+    for outside in (f"file://{root}/alice/resources/../x", f"file://{root}/alice/notes.txt",
+                    f"file://{root}/_other/resources/r/x.png", "file:///etc/passwd",
+                    f"file://{root}/alice/secrets/res_1/a.png", "https://cdn.example/a.png",
+                    f"file://{root}/alice/resources/res_1/../../../../etc/passwd"):
+        assert store.location(outside) is None, outside

@@ -14,12 +14,23 @@ import httpx
 import pytest
 import respx
 
+from gateway.app import create_app
 from gateway.attachments.files import path_from_uri
+from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
-from gateway.ops.gc import DiskEntry, Folder, RowState, Snapshot, plan
+from gateway.ops.gc import Entry, Folder, RowState, Snapshot, plan
 from gateway.store.file_rows import FileRow
 from tests import databases
-from tests.attachment_helpers import PNG, engine_ok, files_under, rows
+from tests.attachment_helpers import (
+    PNG,
+    engine_ok,
+    files_under,
+    remove_stored,
+    rows,
+    stored_files,
+)
+from tests.conftest import client_for, create_key, storage_values
+from tests.s3_server import S3Server
 
 pytestmark = pytest.mark.both_databases
 
@@ -35,9 +46,11 @@ def sql(settings: Settings, statement: str, *params: object) -> None:
     databases.execute(settings.storage.database, statement, *params)
 
 
-def run_gc(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def run_gc(settings: Settings, *args: str, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
     env = {"MEMORY_GATEWAY_STORAGE_DATABASE": settings.storage.database,
-           "MEMORY_GATEWAY_STORAGE_ROOT": settings.storage.root, "PATH": "/usr/bin:/bin"}
+           "MEMORY_GATEWAY_STORAGE_ROOT": settings.storage.root, "PATH": "/usr/bin:/bin",
+           **(env or {})}
     result = subprocess.run([sys.executable, "-m", "gateway", "gc", *args], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -156,27 +169,68 @@ async def test_gc_removes_orphans_marks_vanished_rows_and_spares_young_and_pendi
 
 
 def test_plan_keeps_what_is_younger_than_the_grace_period() -> None:
-    root = Path("/srv/storage")
     now = 10_000.0
-    folder = root / "alice" / "resources" / "res_1"
+    folder = "/srv/storage/alice/resources/res_1"
 
-    def row(created_s: float) -> RowState:
-        return RowState(FileRow("resource", "res_1", "alice", (folder / "a.png").as_uri(),
-                                "resource", int(created_s * 1000)), folder / "a.png", False)
+    def row(created_s: float, location: str | None = f"{folder}/a.png") -> RowState:
+        return RowState(FileRow("resource", "res_1", "alice", f"file://{folder}/a.png",
+                                "resource", int(created_s * 1000)), location, False)
 
     def snapshot(file_age_s: float, row_age_s: float) -> Snapshot:
-        entry = DiskEntry(folder / "stray.bin", now - file_age_s)
-        return Snapshot(root, now, (Folder(folder, now - file_age_s, (entry,)),),
+        entry = Entry(f"{folder}/stray.bin", now - file_age_s)
+        return Snapshot(now, (Folder(folder, now - file_age_s, (entry,)),),
                         (row(now - row_age_s),), frozenset())
 
     young = plan(snapshot(59, 59), grace_s=60)
     assert young.empty
     old = plan(snapshot(60, 60), grace_s=60)
-    assert old.orphan_files == [folder / "stray.bin"] and old.empty_folders == [folder]
+    assert old.orphan_files == [f"{folder}/stray.bin"] and old.empty_folders == [folder]
     assert [s.row.id for s in old.vanished_resources] == ["res_1"]
-    protected = plan(Snapshot(root, now, snapshot(60, 60).folders, snapshot(60, 60).rows,
+    protected = plan(Snapshot(now, snapshot(60, 60).folders, snapshot(60, 60).rows,
                               frozenset({folder})), grace_s=60)
     assert protected.empty
-    moved_root = plan(Snapshot(Path("/elsewhere"), now, (), snapshot(60, 60).rows, frozenset()),
-                      grace_s=60)
+    # A row whose file is not one of the store's (a moved root): never taken for vanished.
+    moved_root = plan(Snapshot(now, (), (row(now - 60, None),), frozenset()), grace_s=60)
     assert moved_root.empty
+
+
+async def test_gc_on_s3_removes_orphan_objects_and_marks_rows_whose_object_vanished(
+    s3_server: S3Server, tmp_path: Path, engine: respx.MockRouter, database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings().with_values(
+        upstream={"base_url": "http://engine.test"},
+        storage=storage_values(tmp_path, s3_server, monkeypatch, database_url))
+    engine_ok(engine)
+    gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
+    async with gateway.running(), client_for(gateway, create_key(settings, "alice")) as alice:
+        kept = (await alice.post("/resources", files={"file": ("kept.png", PNG)})).json()
+        gone = (await alice.post("/resources", files={"file": ("gone.png", PNG + b"1")})).json()
+    remove_stored(settings, f"alice/resources/{gone['id']}/gone.png")
+    bucket, prefix = split_s3_url(settings.storage.files)
+    client = s3_server.client()
+    for key in ("alice/memory_attachments/att_orphan/lost.png", "alice/notes.txt",
+                "_other/resources/r/x.png", "bob/memory_attachments/att_pending/p.png"):
+        client.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"x")
+    sql(settings, "INSERT INTO pending_intents (id, user_id, kind, payload, created_at) "
+                  "VALUES ('int_1', 'bob', 'memory_add', ?, 1)",
+        json.dumps({"mappings": [], "resource": None, "folders": [
+            f"{settings.storage.files}/bob/memory_attachments/att_pending"]}))
+    before = stored_files(settings)
+
+    env = {**s3_server.env(), "MEMORY_GATEWAY_STORAGE_FILES": settings.storage.files,
+           "MEMORY_GATEWAY_STORAGE_S3_ENDPOINT_URL": settings.storage.s3_endpoint_url}
+    dry = run_gc(settings, "--dry-run", "--grace-seconds", "0", env=env)
+    assert stored_files(settings) == before
+    assert dry.stdout.splitlines()[0] == (
+        "gc (dry run): would remove 1 orphan file(s) and 1 empty folder(s); would mark "
+        "1 resource(s) and 0 mapping(s) whose file vanished (grace 0 s)")
+    done = run_gc(settings, "--grace-seconds", "0", env=env)
+    lost = f"{settings.storage.files}/alice/memory_attachments/att_orphan/lost.png"
+    assert f"removed file {lost}" in done.stdout.splitlines()
+    assert stored_files(settings) == sorted(set(before) - {
+        "alice/memory_attachments/att_orphan/lost.png"})
+    assert stored_files(settings).count(f"alice/resources/{kept['id']}/kept.png") == 1
+    live = {r["id"] for r in rows(settings, "SELECT id FROM resources WHERE deleted_at IS NULL")}
+    assert live == {kept["id"]}
+

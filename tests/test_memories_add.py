@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,12 +12,20 @@ import pytest
 import respx
 
 from gateway.config import Settings
-from tests.attachment_helpers import PNG, engine_ok, files_under, rows
-from tests.conftest import StartGateway, client_for
+from tests.attachment_helpers import (
+    PNG,
+    engine_ok,
+    rows,
+    stored_bytes,
+    stored_files,
+    stored_uri,
+)
+from tests.conftest import StartGateway, client_for, on_both_stores
 
 # The route suite runs on both databases and through both production upstream clients over a
-# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
-pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx; and
+# with files on local disk and on S3.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients, on_both_stores]
 
 B64 = base64.b64encode(PNG).decode()
 
@@ -50,7 +57,7 @@ async def test_uri_item_maps_without_fetching_and_body_is_forwarded_unchanged(
     assert mapping["source"] == "memory_add_uri"
     scope = (mapping["app_id"], mapping["project_id"], mapping["session_id"])
     assert scope == ("app", "proj", "s1")
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
 
 
 async def test_base64_item_is_written_to_disk_and_mapped(
@@ -61,10 +68,10 @@ async def test_base64_item_is_written_to_disk_and_mapped(
         {"type": "image", "base64": B64, "name": "shot.png"}))
     assert response.status_code == 200
     [mapping] = mappings(settings)
-    path = Path(mapping["internal_uri"].removeprefix("file://"))
-    root = Path(settings.storage.root).resolve()
-    assert path.parent.parent == root / "alice" / "memory_attachments"
-    assert path.name == "shot.png" and path.read_bytes() == PNG
+    [stored] = stored_files(settings)
+    assert stored == f"alice/memory_attachments/{mapping['id']}/shot.png"
+    assert mapping["internal_uri"] == stored_uri(settings, stored)
+    assert stored_bytes(settings, stored) == PNG
     assert mapping["source"] == "memory_add_base64"
     assert mapping["sha256"] == hashlib.sha256(PNG).hexdigest()
     assert mapping["content_type"] == "image/png"
@@ -78,7 +85,7 @@ async def test_uri_wins_over_base64_and_nothing_is_written(
         {"type": "image", "uri": "s3://bucket/x.png", "base64": B64}))
     [mapping] = mappings(settings)
     assert mapping["internal_uri"] == "s3://bucket/x.png"
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
 
 
 @pytest.mark.parametrize(
@@ -106,8 +113,10 @@ async def test_item_forms_names_and_types(
     assert (await alice.post("/memories/add", json=add_body(item))).status_code == 200
     [mapping] = mappings(settings)
     assert (mapping["name"], mapping["content_type"]) == (name, content_type)
-    assert mapping["internal_uri"].startswith("file://") is on_disk
-    assert len(files_under(settings.storage.root)) == (1 if on_disk else 0)
+    stored = stored_files(settings)
+    assert len(stored) == (1 if on_disk else 0)
+    assert (mapping["internal_uri"] == stored_uri(settings, stored[0])) if on_disk \
+        else mapping["internal_uri"].startswith("https://")
 
 
 async def test_text_only_and_string_content_record_nothing(
@@ -129,7 +138,7 @@ async def test_without_session_id_forwarded_and_nothing_recorded(
     del body["session_id"]
     assert (await alice.post("/memories/add", json=body)).status_code == 200
     assert routes["add"].called
-    assert mappings(settings) == [] and files_under(settings.storage.root) == []
+    assert mappings(settings) == [] and stored_files(settings) == []
 
 
 @pytest.mark.parametrize("bad", ["not base64!!", "QUJD=", "QUJ\nD", "data:image/png,raw"])
@@ -143,7 +152,7 @@ async def test_invalid_base64_is_422_and_nothing_forwarded(
     assert response.status_code == 422
     assert response.json()["error"]["field"].startswith("messages[0].content[2]")
     assert not routes["add"].called
-    assert mappings(settings) == [] and files_under(settings.storage.root) == []
+    assert mappings(settings) == [] and stored_files(settings) == []
 
 
 async def test_inline_file_over_limit_is_413_before_decoding(
@@ -181,7 +190,7 @@ async def test_upstream_failure_deletes_files_and_writes_no_mapping(
     else:
         assert response.status_code in (502, 504)
     assert mappings(settings) == []
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert rows(settings, "SELECT * FROM pending_intents") == []
 
 
@@ -197,7 +206,7 @@ async def test_another_user_cannot_add_to_an_owned_session(
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "session_owned_by_another_user"
     assert routes["add"].call_count == 1
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     # The same session id in another app is a different session.
     response = await bob.post("/memories/add", json={**body, "app_id": "other"})
     assert response.status_code == 200

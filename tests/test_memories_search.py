@@ -12,11 +12,20 @@ import respx
 from gateway.config import Settings
 from gateway.search import page_scan
 from tests import databases
-from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
+from tests.attachment_helpers import (
+    PNG,
+    answer_search,
+    engine_ok,
+    episodes,
+    stored_files,
+    stored_uri,
+)
+from tests.conftest import on_both_stores
 
 # The route suite runs on both databases and through both production upstream clients over a
-# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
-pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx; and
+# with files on local disk and on S3.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients, on_both_stores]
 
 B64 = base64.b64encode(PNG).decode()
 
@@ -36,7 +45,7 @@ async def add(client: httpx.AsyncClient, sender: str, session: str, *items: dict
 
 
 async def test_episode_naming_the_file_gets_its_real_uri(
-    alice: httpx.AsyncClient, engine: respx.MockRouter
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:
     engine_ok(engine)
     await add(alice, "alice", "s1", {"type": "image", "base64": B64, "name": "Sunset.PNG"},
@@ -56,7 +65,8 @@ async def test_episode_naming_the_file_gets_its_real_uri(
     assert result["raw"]["episode"] == result["content"] and "attachments" not in result["raw"]
     [attachment] = result["attachments"]
     assert attachment["type"] == "image" and attachment["name"] == "Sunset.PNG"
-    assert attachment["internal_uri"].startswith("file:///")
+    [stored] = stored_files(settings)  # file:// on disk, s3:// on S3: where the bytes are
+    assert attachment["internal_uri"] == stored_uri(settings, stored)
     assert attachment["internal_uri"].endswith("/Sunset.PNG")
 
 
@@ -213,7 +223,8 @@ async def test_resource_search_returns_uri_only_when_filename_occurs(
     results = (await alice.post("/memories/search", json={"query": "x"})).json()["results"]
     assert [a["name"] for a in results[0]["attachments"]] == ["simple-multimodal-image.png"]
     uri = results[0]["attachments"][0]["internal_uri"]
-    assert uri.startswith("file://") and settings.storage.root.split("/")[-1] in uri
+    [stored] = stored_files(settings)
+    assert uri == stored_uri(settings, stored) and stored.startswith("alice/resources/")
     assert results[1]["attachments"] == []
 
 

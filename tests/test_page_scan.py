@@ -36,6 +36,12 @@ needs_scanner = pytest.mark.skipif(
 quick = settings(
     deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
+# Mapping sources: the gateway's own files get a download `url` in their attachment JSON.
+SOURCES = ("memory_add_uri", "memory_add_base64", "resource_upload")
+
+
+def _download_url(attachment_id: str) -> str:
+    return f"https://gw.example/attachments/{attachment_id}/content"
 
 
 def _compiler() -> str | None:
@@ -400,12 +406,14 @@ def matcher_maps(draw: st.DrawFn) -> dict[str, SessionMatcher]:
             continue
         names = _often(active_names.flatmap(st.sampled_from), st.sampled_from(NAMES))
         rows = draw(st.lists(st.tuples(
-            names, st.sampled_from(URIS), st.sampled_from(CONTENT_TYPES)
+            names, st.sampled_from(URIS), st.sampled_from(CONTENT_TYPES),
+            st.sampled_from(SOURCES)
         ), min_size=1, max_size=6))
         out[session] = _build(draw(st.integers(0, 3)), [
-            {"name": name, "internal_uri": uri, "content_type": content_type}
-            for name, uri, content_type in rows
-        ])
+            {"id": f"att_{n}", "name": name, "internal_uri": uri, "content_type": content_type,
+             "source": source}
+            for n, (name, uri, content_type, source) in enumerate(rows)
+        ], _download_url)
     return out
 
 
@@ -526,8 +534,8 @@ def test_large_pages_and_matchers_are_answered_alike(seed: int) -> None:
     names = [f"img-{n}.png" for n in range(300)] + [f"IMG_{n:03}.PNG" for n in range(50)] + NAMES
     matchers = {
         session: _build(1, [
-            {"name": name, "content_type": "image/png",
-             "internal_uri": f"file:///{rnd.randrange(400)}"}
+            {"id": "att_1", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{rnd.randrange(400)}", "source": "memory_add_uri"}
             for name in rnd.sample(names, rnd.randrange(1, len(names)))
         ])
         for session in REAL_SESSIONS
@@ -644,7 +652,8 @@ def test_only_bytes_are_scanned() -> None:
 
 def _matchers(session: str = "s1", *names: str) -> dict[str, SessionMatcher]:
     rows = [
-        {"name": name, "content_type": "image/png", "internal_uri": f"file:///{n}"}
+        {"id": f"att_{n}", "name": name, "content_type": "image/png",
+         "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
         for n, name in enumerate(names or ("photo.png",))
     ]
     return {session: _build(1, rows)}

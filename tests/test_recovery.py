@@ -13,16 +13,17 @@ import pytest
 import respx
 
 from gateway.app import create_app
-from gateway.attachments.files import FileStore, file_uri
+from gateway.attachments.files import FileStore, create_file_store
 from gateway.attachments.leases import gone_here, this_process
 from gateway.config import Settings
 from gateway.ids import now_ms
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, database_for
-from tests.attachment_helpers import PNG, files_under, rows
+from tests.attachment_helpers import PNG, rows, stored_bytes, stored_files
+from tests.conftest import on_both_stores
 
-pytestmark = pytest.mark.both_databases
+pytestmark = [pytest.mark.both_databases, on_both_stores]
 
 
 async def record(db: Database, files: FileStore, intent_id: str, session: str,
@@ -30,17 +31,16 @@ async def record(db: Database, files: FileStore, intent_id: str, session: str,
     """An add's intent with one inline file (written or not) and one URI item."""
     folder = files.folder("alice", "memory_attachments", f"att_{intent_id}")
     common = dict(user_id="alice", app_id="default", project_id="default", session_id=session)
-    intent = Intent(id=intent_id, user_id="alice", kind="memory_add", folders=[str(folder)],
+    intent = Intent(id=intent_id, user_id="alice", kind="memory_add", folders=[folder],
                     mappings=[
                         new_mapping(**common, name="a.png", content_type="image/png",
-                                    internal_uri=file_uri(folder / "a.png"),
+                                    internal_uri=files.uri(folder, "a.png"),
                                     source="memory_add_base64"),
                         new_mapping(**common, name="b.jpg", content_type="image/jpeg",
                                     internal_uri="https://cdn.example/b.jpg",
                                     source="memory_add_uri")])
     await attachment_store.begin_intent(db, intent, ("default", "default", session), owner,
                                         lease_until)
-    folder.mkdir(parents=True)
     if write:
         await files.write_bytes(folder, "a.png", PNG)
     return intent
@@ -51,11 +51,15 @@ async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
 ) -> None:
     db = database_for(settings.storage.database)
     await db.open()
-    files = FileStore(settings.storage.root)
+    files = create_file_store(settings.storage)
+    await files.open_store()
     try:
         await record(db, files, "int_reached", "s-reached", write=True)
         dropped = await record(db, files, "int_early", "s-early", write=False)
+        # A folder the early intent wrote nothing into yet (a crash mid-write leaves one).
+        await files.write_bytes(dropped.folders[0], ".part-0", b"half")
     finally:
+        await files.close()
         await db.close()
 
     gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
@@ -65,9 +69,9 @@ async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
     kept = rows(settings, "SELECT session_id, name FROM memory_attachments ORDER BY name")
     assert [(r["session_id"], r["name"]) for r in kept] == [("s-reached", "a.png"),
                                                              ("s-reached", "b.jpg")]
-    [stored] = files_under(settings.storage.root)
-    assert stored.name == "a.png" and stored.read_bytes() == PNG
-    assert [Path(folder).exists() for folder in dropped.folders] == [False]
+    [stored] = stored_files(settings)
+    assert stored == "alice/memory_attachments/att_int_reached/a.png"
+    assert stored_bytes(settings, stored) == PNG
 
 
 async def test_a_failed_call_keeps_files_another_process_already_committed(
@@ -78,23 +82,25 @@ async def test_a_failed_call_keeps_files_another_process_already_committed(
     db = database_for(settings.storage.database)
     await db.open()
     try:
-        files = FileStore(settings.storage.root)
+        files = create_file_store(settings.storage)
+        await files.open_store()
         for settled_elsewhere in (True, False):
             folder = files.folder("alice", "memory_attachments", f"att_{int(settled_elsewhere)}")
             stored = await files.write_bytes(folder, "x.png", PNG)
             intent = Intent(id=f"int_{int(settled_elsewhere)}", user_id="alice",
-                            kind="memory_add", folders=[str(folder)], mappings=[new_mapping(
+                            kind="memory_add", folders=[folder], mappings=[new_mapping(
                                 user_id="alice", app_id="default", project_id="default",
                                 session_id="s", name="x.png", content_type="image/png",
-                                internal_uri=file_uri(stored.path), source="memory_add_base64")])
+                                internal_uri=stored.uri, source="memory_add_base64")])
             await attachment_store.begin_intent(db, intent, ("default", "default", "s"))
             if settled_elsewhere:  # e.g. a second gateway's start-up recovery
                 await attachment_store.commit_intent(db, intent)
             await recovery.abandon(db, files, intent)
-            assert stored.path.exists() is settled_elsewhere
+            assert await files.exists(stored.uri) is settled_elsewhere
         assert rows(settings, "SELECT * FROM pending_intents") == []
         assert len(rows(settings, "SELECT * FROM memory_attachments")) == 1
     finally:
+        await files.close()
         await db.close()
 
 
@@ -111,7 +117,8 @@ async def test_recovery_settles_only_intents_whose_owner_is_gone(
 ) -> None:
     db = database_for(settings.storage.database)
     await db.open()
-    files = FileStore(settings.storage.root)
+    files = create_file_store(settings.storage)
+    await files.open_store()
     far = now_ms() + 600_000
     try:
         # Another host's live process: its lease runs; a process of this host that exited;
@@ -123,6 +130,7 @@ async def test_recovery_settles_only_intents_whose_owner_is_gone(
         await record(db, files, "int_lapsed", "s-lapsed", write=True,
                      owner="otherboot.1/43/7/cafe", lease_until=now_ms() - 1)
     finally:
+        await files.close()
         await db.close()
 
     gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))

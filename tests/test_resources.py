@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import os
 
 import httpx
 import pytest
@@ -16,15 +16,18 @@ from tests.attachment_helpers import (
     answer_search,
     engine_ok,
     episodes,
-    files_under,
     rows,
     sent_json,
+    stored_bytes,
+    stored_files,
+    stored_uri,
 )
-from tests.conftest import StartGateway, client_for
+from tests.conftest import StartGateway, client_for, on_both_stores
 
 # The route suite runs on both databases and through both production upstream clients over a
-# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx.
-pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients]
+# loopback engine, paired (conftest): SQLite with the native client, PostgreSQL with httpx; and
+# with files on local disk and on S3.
+pytestmark = [pytest.mark.both_databases, pytest.mark.both_clients, on_both_stores]
 
 
 async def upload(client: httpx.AsyncClient, data: bytes = PNG, name: str = "photo.png",
@@ -47,8 +50,9 @@ async def test_upload_stores_file_ingests_and_maps(
     assert body["session_id"] == f"resource:alice:{rid}"
     assert body["metadata"] == {"album": "trip"}
     assert "file://" not in response.text
-    stored = Path(settings.storage.root).resolve() / "alice" / "resources" / rid / "photo.png"
-    assert stored.read_bytes() == PNG
+    assert stored_files(settings) == [f"alice/resources/{rid}/photo.png"]
+    assert stored_bytes(settings, f"alice/resources/{rid}/photo.png") == PNG
+    uri = stored_uri(settings, f"alice/resources/{rid}/photo.png")
     added = sent_json(routes["add"])
     assert added["session_id"] == f"resource:alice:{rid}"
     message = added["messages"][0]
@@ -56,10 +60,16 @@ async def test_upload_stores_file_ingests_and_maps(
     assert isinstance(message["timestamp"], int)
     text, item = message["content"]
     assert text["type"] == "text" and "photo.png" in text["text"]
-    assert item == {"type": "image", "uri": stored.as_uri(), "name": "photo.png", "ext": "png"}
+    if settings.storage.files:  # the engine cannot read S3 keys: it gets a presigned URL
+        signed = item.pop("uri")
+        assert signed.startswith(settings.storage.s3_endpoint_url) and "Signature=" in signed
+        assert httpx.get(signed).content == PNG
+        assert item == {"type": "image", "name": "photo.png", "ext": "png"}
+    else:
+        assert item == {"type": "image", "uri": uri, "name": "photo.png", "ext": "png"}
     assert sent_json(routes["flush"])["session_id"] == f"resource:alice:{rid}"
     mapping = rows(settings, "SELECT * FROM memory_attachments WHERE resource_id = ?", rid)
-    assert len(mapping) == 1 and mapping[0]["internal_uri"] == stored.as_uri()
+    assert len(mapping) == 1 and mapping[0]["internal_uri"] == uri
     assert mapping[0]["user_id"] == "alice" and mapping[0]["deleted_at"] is None
 
 
@@ -82,7 +92,7 @@ async def test_upstream_failure_keeps_nothing_and_returns_its_answer(
     response = await upload(alice)
     assert response.status_code == 500
     assert response.json() == {"error": {"code": "BOOM"}}
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert rows(settings, "SELECT * FROM resources") == []
     assert rows(settings, "SELECT * FROM memory_attachments") == []
     assert rows(settings, "SELECT * FROM pending_intents") == []
@@ -96,7 +106,7 @@ async def test_flush_failure_is_a_failed_ingestion(
     response = await upload(alice)
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "upstream_timeout"
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert rows(settings, "SELECT * FROM resources") == []
 
 
@@ -106,7 +116,7 @@ async def test_unreachable_engine_is_502_and_nothing_kept(
     engine.post("/api/v2/memory/add").mock(side_effect=httpx.ConnectError("refused"))
     response = await upload(alice)
     assert response.status_code == 502
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert rows(settings, "SELECT * FROM memory_attachments") == []
 
 
@@ -168,7 +178,7 @@ async def test_delete_hides_resource_and_attachments_and_removes_file(
     search = await alice.post("/memories/search", json={"query": "photo"})
     assert search.json()["results"][0]["attachments"] != []
     assert (await alice.delete(f"/resources/{body['id']}")).status_code == 204
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert (await alice.get(f"/resources/{body['id']}")).status_code == 404
     assert (await alice.get("/resources")).json()["items"] == []
     search = await alice.post("/memories/search", json={"query": "photo"})
@@ -195,7 +205,7 @@ async def test_upload_over_limit_is_413_and_leaves_nothing(
                                      headers={"Content-Type": "multipart/form-data; boundary=B"})
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert not routes["add"].called
 
 
@@ -212,7 +222,7 @@ async def test_missing_file_field_and_bad_metadata_are_422(
     assert response.status_code == 422 and response.json()["error"]["field"] == "metadata"
     response = await upload(alice, metadata="{not json")
     assert response.status_code == 422
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert not routes["add"].called
 
 
@@ -220,7 +230,6 @@ async def test_name_field_overrides_and_hostile_names_stay_inside(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:
     engine_ok(engine)
-    root = Path(settings.storage.root).resolve()
     hostile = ["../../../etc/passwd", "/abs/olute.png", "C:\\win\\photo.png", "nul\x00byte.png",
                "a" * 600 + ".png", "", "..", "...", "con.txt", " .hidden. "]
     for index, name in enumerate(hostile):
@@ -228,9 +237,10 @@ async def test_name_field_overrides_and_hostile_names_stay_inside(
             "/resources", files={"file": ("x.png", PNG + bytes([index]), "image/png")},
             data={"name": name})
         assert response.status_code == 201, (name, response.text)
-    for path in files_under(root):
-        assert root / "alice" / "resources" in path.parents
-        assert len(path.name.encode()) <= 255 and path.name not in ("", ".", "..")
+    for stored in stored_files(settings):
+        user, kind, _, name = stored.split("/")
+        assert (user, kind) == ("alice", "resources")
+        assert len(name.encode()) <= 255 and name not in ("", ".", "..")
     names = [r["name"] for r in rows(settings, "SELECT name FROM resources ORDER BY created_at")]
     assert "passwd" in names and "photo.png" in names and "olute.png" in names
 
@@ -254,5 +264,37 @@ async def test_malformed_multipart_is_422_and_leaves_nothing(
                                 headers={"Content-Type": "multipart/form-data; boundary=B"})
     assert response.status_code == 422
     assert response.json()["error"]["field"] == "body"
-    assert files_under(settings.storage.root) == []
+    assert stored_files(settings) == []
     assert not routes["add"].called
+
+
+async def test_a_large_upload_streams_in_parts_and_reads_back_whole(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
+) -> None:
+    engine_ok(engine)
+    data = os.urandom(11 * 1024 * 1024 + 3)  # three parts of a multipart upload on S3
+    response = await upload(alice, data=data, name="big.bin")
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["size"] == len(data) and body["sha256"] == hashlib.sha256(data).hexdigest()
+    content = await alice.get(f"/resources/{body['id']}/content")
+    assert content.status_code == 200 and content.content == data
+    assert content.headers["content-length"] == str(len(data))
+    assert stored_files(settings) == [f"alice/resources/{body['id']}/big.bin"]
+
+
+async def test_a_name_field_sent_after_the_file_still_names_it(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
+) -> None:
+    engine_ok(engine)
+    multipart = (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"tmp.bin\"\r\n"
+                 b"Content-Type: image/png\r\n\r\n" + PNG + b"\r\n"
+                 b"--B\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nholiday.png\r\n"
+                 b"--B--\r\n")
+    response = await alice.post("/resources", content=multipart,
+                                headers={"Content-Type": "multipart/form-data; boundary=B"})
+    assert response.status_code == 201, response.text
+    rid = response.json()["id"]
+    assert response.json()["name"] == "holiday.png"
+    assert stored_files(settings) == [f"alice/resources/{rid}/holiday.png"]
+    assert (await alice.get(f"/resources/{rid}/content")).content == PNG

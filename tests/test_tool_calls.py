@@ -13,7 +13,8 @@ import respx
 
 from gateway.app import Gateway
 from gateway.config import Settings
-from tests.conftest import client_for
+from tests.attachment_helpers import stored_bytes, stored_files
+from tests.conftest import client_for, on_both_stores
 from tests.test_messages import new_conversation
 from tests.tool_call_helpers import JOBS as JOBS_URL
 from tests.tool_call_helpers import (
@@ -501,6 +502,7 @@ async def test_the_same_image_url_names_each_users_own_asset(
 # --- the dev job runner ----------------------------------------------------------------------
 
 
+@on_both_stores
 async def test_dev_runner_flow_survives_a_restart_between_confirm_and_read(
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
 ) -> None:
@@ -522,6 +524,10 @@ async def test_dev_runner_flow_survives_a_restart_between_confirm_and_read(
         assert content.status_code == 200
         assert content.headers["content-type"] == "image/png"
         assert content.content.startswith(b"\x89PNG\r\n\x1a\n")
+        # The image lives in the configured file store (on S3 as an object of the prefix).
+        [stored] = stored_files(dev)
+        assert stored.startswith(f"alice/resources/{resource_id}/")
+        assert stored_bytes(dev, stored) == content.content
         asset = (await alice.get(f"/assets/{media['assetId']}")).json()
         assert (asset["originalUrl"], asset["primaryParentAssetId"]) == (
             media["url"], input_asset)

@@ -39,6 +39,7 @@ class AttachmentItem:
     base64: str | None = None  # encoded payload, when the item carries the file inline
     message: int = 0  # index of its message in `messages`
     part: int = 0  # index in the message's content list, or WHOLE_CONTENT / WHOLE_MESSAGE
+    url: str | None = None  # a signed URL to the stored file, for an engine off the gateway's disk
 
 
 def guess_type(name: str) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from gateway.attachments.files import FileStore
 from gateway.attachments.leases import Lease
@@ -49,7 +48,7 @@ async def recorded(
         await attachment_store.begin_intent(db, intent, session, *lease.hold())
     except BaseException:
         for folder in intent.folders:
-            await files.remove_folder(Path(folder))
+            await files.remove_folder(folder)
         raise
     pending = PendingIntent(db, intent)
     try:

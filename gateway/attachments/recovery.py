@@ -4,7 +4,7 @@ leases.py): another live process's calls in flight are never touched.
 
 An intent is recorded before the engine is called, and the files it names are written before
 the call too (an upload streams its file first; an add writes its decoded files between
-recording the intent and forwarding). So a leftover intent whose files are all on disk may have
+recording the intent and forwarding). So a leftover intent whose files are all stored may have
 reached the engine: it is committed, keeping the data. One with a file missing died before the
 call: the engine never saw it, so its folders are removed and it is dropped.
 """
@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from gateway.attachments.files import FileStore, path_from_uri
+from gateway.attachments.files import FileStore
 from gateway.attachments.leases import Lease
 from gateway.ids import now_ms
 from gateway.store import Database
@@ -40,13 +38,10 @@ class Recovery:
     dropped: list[Intent] = field(default_factory=list)
 
 
-def files_written(intent: Intent) -> bool:
-    """Whether every file the request wrote is on disk (then its upstream call may have run)."""
+async def files_written(files: FileStore, intent: Intent) -> bool:
+    """Whether every file the request wrote is stored (then its upstream call may have run)."""
     for mapping in intent.mappings:
-        if mapping.source not in WRITTEN_SOURCES:
-            continue
-        path = path_from_uri(mapping.internal_uri)
-        if path is None or not os.path.isfile(path):
+        if mapping.source in WRITTEN_SOURCES and not await files.exists(mapping.internal_uri):
             return False
     return True
 
@@ -64,14 +59,14 @@ async def settle_leftover_intents(
     for intent in await attachment_store.leftover_intents(db):
         if lease is not None and not lease.lost_by(intent.owner, intent.lease_until, now):
             continue
-        keep = files_written(intent)
+        keep = await files_written(files, intent)
         if not await attachment_store.settle_if_pending(db, intent, keep):
             continue  # settled meanwhile by its owner or another process
         if keep:
             done.committed.append(intent)
         else:
             for folder in intent.folders:
-                await files.remove_folder(Path(folder))
+                await files.remove_folder(folder)
             done.dropped.append(intent)
     return done
 
@@ -100,4 +95,4 @@ async def abandon(db: Database, files: FileStore, intent: Intent) -> None:
     recovery already committed the intent (then its mappings point at those files)."""
     if await attachment_store.abandon_intent(db, intent):
         for folder in intent.folders:
-            await files.remove_folder(Path(folder))
+            await files.remove_folder(folder)

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive, Scope
 
 from gateway.asgi import header, stream_body
-from gateway.attachments.files import FileStore, StoredFile
+from gateway.attachments.files import FileStore, StoredFile, last_segment, safe_name
 from gateway.errors import PayloadTooLarge, ValidationFailed
 
 MAX_FIELDS = 16
@@ -119,10 +118,22 @@ def boundary_of(scope: Scope) -> bytes:
     return boundary
 
 
+def upload_name(fields: dict[str, str], filename: str | None) -> str:
+    """The display name of an upload: the `name` field, else the file part's filename."""
+    # NUL never belongs in a name (and PostgreSQL text cannot hold one)
+    client_name = (fields.get("name") or filename or "").replace("\x00", "")
+    return last_segment(client_name).strip() or "file"
+
+
 async def receive_upload(
-    scope: Scope, receive: Receive, store: FileStore, folder: Path, limit: int
+    scope: Scope, receive: Receive, store: FileStore, folder: str, limit: int
 ) -> Upload:
-    """Parse the multipart body, streaming the file part into `folder` (413 past `limit`)."""
+    """Parse the multipart body, streaming the file part into `folder` (413 past `limit`).
+
+    The file is stored under the safe form of its display name as far as it is known when the
+    store needs a name (an object store: at the first part; the disk: at the end); a `name`
+    field that comes after the file makes the route rename it.
+    """
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
         raise PayloadTooLarge(f"upload of {int(declared)} bytes exceeds the limit of {limit} bytes")
@@ -146,7 +157,11 @@ async def receive_upload(
         while collector.file_data:
             yield collector.file_data.popleft()
 
-    stored = await store.write_stream(folder, ".upload", file_chunks(), limit)
+    def name_so_far() -> str:
+        part = collector.file_part
+        return safe_name(upload_name(collector.fields, part.filename if part else None))
+
+    stored = await store.write_stream(folder, name_so_far, file_chunks(), limit)
     if collector.file_part is None:
         await store.remove_folder(folder)
         raise ValidationFailed("the 'file' field is required", field="file")

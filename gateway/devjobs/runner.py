@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from gateway.attachments.files import FileStore, file_uri
+from gateway.attachments.files import FileStore
 from gateway.devjobs.png import SIZE, gradient_png
 from gateway.errors import JobServiceUnavailable
 from gateway.ids import now_ms
@@ -86,7 +86,7 @@ class DevJobRunner:
             id=resource_id, user_id=job.user_id, name=name, safe_name=name,
             content_type="image/png", size=stored.size, sha256=stored.sha256, app_id="default",
             project_id="default", session_id=f"resource:{job.user_id}:{resource_id}",
-            internal_uri=file_uri(stored.path), metadata={"devJobId": job.id},
+            internal_uri=stored.uri, metadata={"devJobId": job.id},
             created_at=now_ms(),
         )
         await resources.insert(self.db, resource)

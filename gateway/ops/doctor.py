@@ -1,12 +1,14 @@
 """`memory-gateway doctor`: check an installation and say what to fix, one line per check.
 
 Read-only: it opens the database read-only, writes one temp file into the storage root (and
-removes it), and sends the engine a GET /health and an empty search (which changes nothing).
-Exit code 0 when nothing FAILs, 1 otherwise.
+one probe object into the S3 prefix when files live there; both removed), and sends the engine
+a GET /health and an empty search (which changes nothing). Exit code 0 when nothing FAILs,
+1 otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -23,6 +25,7 @@ from urllib.parse import quote
 import asyncpg
 import httpx
 
+from gateway.attachments.files import create_file_store
 from gateway.config import (
     ENV_PREFIX,
     ConfigError,
@@ -273,6 +276,34 @@ def check_storage(settings: Settings) -> Iterator[Check]:
             yield Check(OK, "disk space", f"{_size(free)} free under {existing}")
 
 
+def check_file_store(settings: Settings) -> Iterator[Check]:
+    """Files on S3: the bucket takes, returns and deletes a probe object."""
+    files = settings.storage.files
+    if not files:
+        return
+    fix = ("check storage.files (the bucket must exist), storage.s3_endpoint_url, "
+           "storage.s3_region and the AWS_* credentials")
+    try:
+        store = create_file_store(settings.storage)
+    except ConfigError as exc:
+        yield Check(FAIL, "file store", str(exc), "install the S3 client")
+        return
+
+    async def probe() -> None:
+        try:
+            await store.open_store()
+            await store.probe()
+        finally:
+            await store.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:  # any failure to use the store is the finding
+        yield Check(FAIL, "file store", f"{files}: {exc}", fix)
+    else:
+        yield Check(OK, "file store", f"{files} takes, returns and deletes objects")
+
+
 # --- upstream -------------------------------------------------------------------------------
 
 
@@ -392,7 +423,8 @@ def run(config: str | None, out: IO[str] | None = None,
                      "correct the key named above (see config.example.toml for every key)"))
     else:
         for group in (check_settings(settings, config, environ), check_database(settings, config),
-                      check_storage(settings), check_upstream(settings)):
+                      check_storage(settings), check_file_store(settings),
+                      check_upstream(settings)):
             for check in group:
                 report(check)
     print(f"doctor: {counts[OK]} ok, {counts[WARN]} warning(s), {counts[FAIL]} failure(s)",

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 
+from gateway.attachments.files import create_file_store
 from gateway.config import Settings
 from gateway.ops import gc as garbage
 from gateway.store import attachments as attachment_store
@@ -42,10 +42,13 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _gc(settings: Settings, grace_s: float, dry_run: bool) -> garbage.Plan:
     db = database_for(settings.storage.database)
+    files = create_file_store(settings.storage)
     await db.open()
     try:
-        return await garbage.collect(db, Path(settings.storage.root), grace_s, dry_run=dry_run)
+        await files.open_store()
+        return await garbage.collect(db, files, grace_s, dry_run=dry_run)
     finally:
+        await files.close()
         await db.close()
 
 

@@ -9,10 +9,12 @@ from gateway.routes import (
     agent_memories,
     agents,
     assets,
+    attachments,
     chats,
     context,
     conversations,
     facts,
+    files,
     health,
     memories,
     operations,
@@ -22,7 +24,8 @@ from gateway.routes import (
 )
 from gateway.upstream.flavors import flavor_for
 
-PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS
+PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}"}
+PUBLIC_PREFIXES: tuple[str, ...] = files.PUBLIC_PREFIXES  # paths under these need no key either
 
 # Paths under these prefixes are the gateway's own: an unknown one is a 404, never proxied.
 OWNED_PREFIXES: tuple[str, ...] = (
@@ -33,6 +36,8 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/assets",
     "/chats",
     "/tools",
+    "/attachments",
+    "/files",
 )
 
 
@@ -43,4 +48,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
+        *attachments.routes, *files.routes,
     ]

@@ -6,12 +6,14 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from gateway.asgi import read_body
+from gateway.attachments.files import Download
 from gateway.errors import ValidationFailed
 from gateway.services import services
 from gateway.upstream.headers import response_headers
@@ -136,3 +138,10 @@ api = ApiDoc
 def query_params(request: Request, model: type[Model]) -> Model:
     """Validate the query string against a model (422 naming the parameter)."""
     return validate(model, dict(request.query_params))
+
+
+def stream_file(found: Download, content_type: str, name: str) -> Response:
+    """A stored file's bytes, streamed from whichever store holds it."""
+    disposition = f"inline; filename*=UTF-8''{quote(name)}"
+    return StreamingResponse(found.chunks, media_type=content_type, headers={
+        "Content-Length": str(found.size), "Content-Disposition": disposition})

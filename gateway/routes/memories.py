@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -24,7 +24,8 @@ from starlette.routing import Route
 from gateway import jsonio
 from gateway.attachments import intents
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
-from gateway.attachments.files import file_uri, safe_name
+from gateway.attachments.files import safe_name
+from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
 from gateway.errors import UpstreamBadResponse, UserIdRequired, ValidationFailed
 from gateway.ids import new_id
@@ -76,6 +77,9 @@ class Attachment(BaseModel):
     type: str
     name: str
     internal_uri: str
+    # GET /attachments/{id}/content under server.public_url; absent for a client's own URIs
+    # and when no public URL is configured.
+    url: str | None = None
 
 
 class SearchResult(BaseModel):
@@ -140,23 +144,19 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         scope, items = dialect.add_scope(payload), dialect.attachments(payload)
     else:
         scope, items = everos_scope(payload), attachment_items(payload)
-    check_uris(items, caller, svc.settings.storage.root)
+    check_uris(items, caller, svc.settings.storage)
     add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
     # Validate and decode everything before any work is done (413 / 422, nothing written).
     inline = {item.field: decode_inline(item, limit) for item in items if item.uri is None}
-    if native:
-        outgoing = dialect.with_file_names(payload, items) if dialect.names_files and items \
-            else None
-    else:
-        outgoing = dialect.add_payload(payload, caller, items)
     session_id = scope.session_id
     if session_id is None:
+        outgoing = _outgoing(dialect, native, payload, caller, items)
         return relayed(*await _forward(request, svc, caller, add_path, raw, outgoing))
     app_id, project_id = scope.app_id, scope.project_id
     intent = Intent(id=new_id("int"), user_id=caller, kind="memory_add")
-    files: list[tuple[Path, str, bytes]] = []
-    for item in items:
+    files: list[tuple[str, str, bytes]] = []
+    for index, item in enumerate(items):
         mapping_id = new_id("att")
         common = dict(user_id=caller, app_id=app_id, project_id=project_id,
                       session_id=session_id, name=item.name, content_type=item.content_type,
@@ -167,12 +167,17 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         data = inline[item.field]
         folder = svc.files.folder(caller, "memory_attachments", mapping_id)
         name = safe_name(item.name, "attachment")
-        intent.folders.append(str(folder))
+        internal_uri = svc.files.uri(folder, name)
+        intent.folders.append(folder)
         files.append((folder, name, data))
         intent.mappings.append(new_mapping(
-            **common, internal_uri=file_uri(folder / name), source=SOURCE_BASE64,
+            **common, internal_uri=internal_uri, source=SOURCE_BASE64,
             sha256=hashlib.sha256(data).hexdigest(),
         ))
+        if svc.links.access == URL_ACCESS:  # an engine off the gateway's disk: a signed link
+            url = await svc.links.signed_url(internal_uri, item.name, item.content_type)
+            items[index] = replace(item, url=url)
+    outgoing = _outgoing(dialect, native, payload, caller, items)
     async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)
@@ -181,6 +186,14 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             await pending.commit()
             svc.metrics.attachments_recorded(intent.mappings)
     return relayed(status, headers, body)
+
+
+def _outgoing(dialect: Dialect, native: bool, payload: dict[str, Any], caller: str,
+              items: list[AttachmentItem]) -> dict[str, Any] | None:
+    """The engine's payload for an add, or None to forward the client's bytes unchanged."""
+    if native:
+        return dialect.with_file_names(payload, items) if dialect.names_files and items else None
+    return dialect.add_payload(payload, caller, items)
 
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,

@@ -8,16 +8,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.attachments import intents
 from gateway.attachments.add_body import OCTET_STREAM, guess_type
-from gateway.attachments.files import file_uri, last_segment, path_from_uri, safe_name
-from gateway.attachments.uploads import receive_upload
+from gateway.attachments.files import safe_name
+from gateway.attachments.uploads import receive_upload, upload_name
 from gateway.errors import NotFound, ValidationFailed
 from gateway.ids import new_id, now_ms
-from gateway.routes.common import api, json_response, query_params, relayed
+from gateway.routes.common import api, json_response, query_params, relayed, stream_file
 from gateway.services import Services, services, user_id
 from gateway.store import resources
 from gateway.store.attachments import RESOURCE_SOURCE, Intent, new_mapping
@@ -114,9 +114,7 @@ async def upload(request: Request) -> Response:
     )
     try:
         fields = received.fields
-        # NUL never belongs in a name (and PostgreSQL text cannot hold one)
-        client_name = (fields.get("name") or received.filename or "").replace("\x00", "")
-        display = last_segment(client_name).strip() or "file"
+        display = upload_name(fields, received.filename)
         metadata = _form_metadata(fields)
         app_id, project_id = _form_scope(fields, "app_id"), _form_scope(fields, "project_id")
         duplicate = await resources.find_same(db, caller, received.stored.sha256, display)
@@ -136,7 +134,7 @@ async def upload(request: Request) -> Response:
         id=resource_id, user_id=caller, name=display, safe_name=name_on_disk,
         content_type=content_type, size=received.stored.size, sha256=received.stored.sha256,
         app_id=app_id, project_id=project_id, session_id=session_id,
-        internal_uri=file_uri(folder / name_on_disk), metadata=metadata, created_at=now_ms(),
+        internal_uri=svc.files.uri(folder, name_on_disk), metadata=metadata, created_at=now_ms(),
     )
     intent = Intent(
         id=new_id("int"), user_id=caller, kind="resource_upload",
@@ -145,7 +143,7 @@ async def upload(request: Request) -> Response:
             name=display, content_type=content_type, internal_uri=resource.internal_uri,
             source=RESOURCE_SOURCE, resource_id=resource_id, sha256=resource.sha256,
         )],
-        folders=[str(folder)],
+        folders=[folder],
         resource=resources.row_values(resource),
     )
     try:
@@ -168,7 +166,9 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
     calls = flavor_for(svc.settings).ingest_calls(
         svc.settings.upstream, resource.user_id,
         AddScope(resource.app_id, resource.project_id, resource.session_id),
-        name=resource.name, content_type=resource.content_type, uri=resource.internal_uri,
+        name=resource.name, content_type=resource.content_type,
+        engine_uri=await svc.links.for_engine(resource.internal_uri, resource.name,
+                                              resource.content_type),
         flush=svc.settings.resources.flush_after_ingest,
     )
     for path, payload in calls:
@@ -209,10 +209,10 @@ async def get_resource(request: Request) -> Response:
      content_type="application/octet-stream")
 async def get_content(request: Request) -> Response:
     resource = await _owned(request)
-    path = path_from_uri(resource.internal_uri)
-    if path is None or not path.is_file():
+    found = await services(request).files.open(resource.internal_uri)
+    if found is None:
         raise NotFound("the resource's file is missing from storage")
-    return FileResponse(path, media_type=resource.content_type, filename=resource.safe_name)
+    return stream_file(found, resource.content_type, resource.safe_name)
 
 
 @api(summary="Delete a resource, its mappings and its file", status=204, tag="resources")
@@ -221,9 +221,9 @@ async def delete_resource(request: Request) -> Response:
     resource = await _owned(request)
     if not await resources.mark_deleted(svc.db, resource.user_id, resource.id):
         raise NotFound("no such resource")
-    path = path_from_uri(resource.internal_uri)
-    if path is not None:
-        await svc.files.remove_folder(path.parent)
+    folder = svc.files.folder_of(resource.internal_uri)
+    if folder is not None:
+        await svc.files.remove_folder(folder)
     return Response(status_code=204)
 
 

@@ -12,7 +12,7 @@ that session's mappings read again. Each matcher has a C twin for the page scann
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,13 +52,25 @@ class SessionMatcher:
         return found
 
 
-def _build(version: int, rows: Sequence[Any]) -> SessionMatcher:
+# The download URL of an attachment id, or None (no server.public_url): gateway/attachments/links.py
+DownloadUrl = Callable[[str], str | None]
+
+
+def _no_url(attachment_id: str) -> str | None:
+    return None
+
+
+def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_url
+           ) -> SessionMatcher:
     by_name: dict[str, list[dict[str, str]]] = {}
     for row in rows:
-        by_name.setdefault(row["name"].lower(), []).append(
-            {"type": result_type(row["content_type"]), "name": row["name"],
-             "internal_uri": row["internal_uri"]}
-        )
+        attachment = {"type": result_type(row["content_type"]), "name": row["name"],
+                      "internal_uri": row["internal_uri"]}
+        # Only files the gateway stores can be downloaded; a client's own URI is theirs.
+        url = download_url(row["id"]) if row["source"] in store.STORED_SOURCES else None
+        if url is not None:
+            attachment["url"] = url
+        by_name.setdefault(row["name"].lower(), []).append(attachment)
     return SessionMatcher(version, FilenameMatcher(by_name), by_name, _native(by_name))
 
 
@@ -83,8 +95,9 @@ Lookup = tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]
 
 
 class AttachmentIndex:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, download_url: DownloadUrl = _no_url) -> None:
         self._db = db
+        self._download_url = download_url
         self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
         # Whole lookups, kept while the database's data_version stands still (no commit by
         # anyone since): a page of the same sessions then costs no query at all.
@@ -128,7 +141,8 @@ class AttachmentIndex:
         if stale:
             rows = await store.live_mappings(self._db, user_id, stale)
             for session_id in stale:
-                built = _build(versions[session_id], rows.get(session_id, []))
+                built = _build(versions[session_id], rows.get(session_id, []),
+                               self._download_url)
                 matchers[session_id] = built
                 self._remember((user_id, session_id), built)
         return frozenset(foreign), matchers

@@ -21,6 +21,8 @@ from gateway.store.database import Database, Row, Transaction
 RESOURCE_SOURCE = "resource_upload"
 RESOURCE_COLUMNS = ("id", "user_id", "name", "safe_name", "content_type", "size", "sha256",
                     "app_id", "project_id", "session_id", "internal_uri", "metadata", "created_at")
+BASE64_SOURCE = "memory_add_base64"
+STORED_SOURCES = frozenset({RESOURCE_SOURCE, BASE64_SOURCE})  # the gateway stores their files
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ async def live_mappings(
 ) -> dict[str, list[Row]]:
     """The caller's live mappings of these sessions, grouped by session."""
     rows = await db.read(
-        "SELECT session_id, name, internal_uri, content_type FROM memory_attachments "
+        "SELECT id, session_id, name, internal_uri, content_type, source FROM memory_attachments "
         "WHERE user_id = ? AND session_id IN (SELECT value FROM json_each(?)) "
         "AND deleted_at IS NULL",
         (user_id, json.dumps(list(session_ids))),
@@ -241,6 +243,21 @@ async def live_mappings(
     for row in rows:
         grouped.setdefault(row["session_id"], []).append(row)
     return grouped
+
+
+async def stored_mapping(db: Database, user_id: str, mapping_id: str) -> AttachmentMapping | None:
+    """The caller's live mapping whose file the gateway stores, or None."""
+    row = await db.read_one(
+        "SELECT id, user_id, app_id, project_id, session_id, resource_id, content_type, name, "
+        "internal_uri, source, sha256 FROM memory_attachments "
+        "WHERE id = ? AND user_id = ? AND deleted_at IS NULL",
+        (mapping_id, user_id),
+    )
+    if row is None or row["source"] not in STORED_SOURCES:
+        return None
+    return AttachmentMapping(*(row[key] for key in (
+        "id", "user_id", "app_id", "project_id", "session_id", "resource_id", "content_type",
+        "name", "internal_uri", "source", "sha256")))
 
 
 # --- backfill ---------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ class Proxy:
         if route.scoped and not scoped:
             raise UserIdRequired(field="user_id")
         if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
-            check_uris(attachment_items(payload), user_id, self.settings.storage.root)
+            check_uris(attachment_items(payload), user_id, self.settings.storage)
         if route.claims and self.claim is not None:
             await self.claim(named, user_id)
 

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
-from tests.attachment_helpers import PNG, engine_ok, episodes
+from tests.attachment_helpers import PNG, engine_ok, episodes, rows
 from tests.reliability.support import assert_error_shape
 
 pytestmark = pytest.mark.reliability
@@ -74,6 +74,9 @@ PROBES: list[Probe] = [
     p("GET", "/resources/{resource_id}", 404, code=NOT_FOUND),
     p("DELETE", "/resources/{resource_id}", 404, code=NOT_FOUND),
     p("GET", "/resources/{resource_id}/content", 404, code=NOT_FOUND),
+    p("GET", "/attachments/{attachment_id}/content", 404, code=NOT_FOUND),
+    # No key needed, and none helps: only a token this gateway signed opens a file.
+    p("GET", "/files/{token}", 404, code=NOT_FOUND, path="/files/{attachment_id}.{resource_id}"),
     p("POST", "/assets", 422, lambda ids: {
         "mediaType": "image", "sourceType": "generated", "originalUrl": "https://b.example/x.png",
         "parentAssetIds": [ids["asset_id"]]}, "validation_error"),
@@ -235,8 +238,11 @@ async def alices_view(alice: httpx.AsyncClient, ids: dict[str, str]) -> list[Any
         response = await alice.get(path)
         assert response.status_code == 200, (path, response.text)
         seen.append(response.json())
-    content = await alice.get(f"/resources/{ids['resource_id']}/content")
-    seen.append(content.content)
+    for path in (f"/resources/{ids['resource_id']}/content",
+                 f"/attachments/{ids['attachment_id']}/content"):
+        content = await alice.get(path)
+        assert content.status_code == 200, (path, content.text)
+        seen.append(content.content)
     return seen
 
 
@@ -262,6 +268,9 @@ async def test_bob_with_alices_ids_finds_nothing_and_changes_nothing(
         return_value=httpx.Response(200, json=episodes(alice_session, unprocessed=[
             {**alice_session, "content": [{"type": "image", "name": f"{SECRET}-note.png"}]}])))
     ids = {**await alices_world(alice), **await bobs_own(bob)}
+    [inline] = rows(settings, "SELECT id FROM memory_attachments WHERE source = ?",
+                    "memory_add_base64")
+    ids["attachment_id"] = inline["id"]
     before = await alices_view(alice, ids)
     storage = str(Path(settings.storage.root).resolve())
     forwarded_before = len(routes["add"].calls) + len(routes["flush"].calls)

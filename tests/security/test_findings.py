@@ -17,7 +17,8 @@ import pytest
 from gateway.app import Gateway
 from gateway.config import Settings
 from tests.attachment_helpers import rows
-from tests.conftest import create_key
+from tests.conftest import create_key, storage_values
+from tests.s3_server import S3Server
 from tests.security.support import (
     RecordingEngine,
     body_of,
@@ -170,6 +171,40 @@ async def test_6_file_uris_outside_the_callers_storage_are_refused(
         "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice", "content": [
             {"type": "image", "uri": alices_file.as_uri()}]}]})
     assert own.status_code == 200, own.text
+
+
+async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
+    tmp_path: Path, engine: RecordingEngine, s3_server: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings().with_values(upstream={"base_url": "http://engine.test"},
+                                      storage=storage_values(tmp_path, s3_server, monkeypatch))
+    store = settings.storage.files
+    async with gateway_with(settings, engine) as app, keyed(app, settings, "alice") as alice, \
+            keyed(app, settings, "bob") as bob:
+        upload = await alice.post("/resources", files={"file": ("secret.png", b"\x89PNG alice")})
+        assert upload.status_code == 201
+        alices = f"{store}/alice/resources/{upload.json()['id']}/secret.png"
+        engine.requests.clear()
+        for uri in (alices, f"{store}/bob/../alice/resources/{upload.json()['id']}/secret.png",
+                    f"{store}/alice", f"{store}/", f"{store}/_file_url_secret",
+                    f"{store}//alice/resources/x/y.png"):
+            response = await bob.post("/api/v2/memory/add", json={
+                "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
+                                                    "content": [{"type": "image", "uri": uri,
+                                                                 "name": "x.png"}]}]})
+            assert response.status_code == 422, (uri, response.text)
+            assert response.json()["error"]["code"] == "uri_not_allowed"
+        assert engine.requests == []
+        own = await alice.post("/memories/add", json={
+            "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice",
+                                                "content": [{"type": "image", "uri": alices}]}]})
+        assert own.status_code == 200, own.text
+        # Other buckets (and other prefixes of this one) are the client's to name.
+        elsewhere = await bob.post("/memories/add", json={
+            "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob", "content": [
+                {"type": "image", "uri": "s3://another-bucket/alice/x.png"}]}]})
+        assert elsewhere.status_code == 200, elsewhere.text
 
 
 # --- 7: identity headers -----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -32,9 +32,10 @@ SEARCH = "search"
 DEFAULT_SCOPE = "default"
 
 
-def file_line(name: str) -> str:
-    """The text naming a file where an engine keeps only text (SPEC §9 matches names in text)."""
-    return f"Attached file: {name}"
+def file_line(item: AttachmentItem) -> str:
+    """The text naming a file where an engine keeps only text (SPEC §9 matches names in text),
+    with the signed URL it can fetch the file from, when the gateway made one."""
+    return f"Attached file: {item.name}" + (f" <{item.url}>" if item.url else "")
 
 
 def text_part(text: str) -> dict[str, str]:
@@ -92,15 +93,15 @@ def name_files(body: Mapping[str, Any], items: list[AttachmentItem]) -> dict[str
     for index in sorted(by_message, reverse=True):  # from the end, so indices stay true
         found = sorted(by_message[index], key=lambda item: item.part, reverse=True)
         if found[0].part == WHOLE_MESSAGE:
-            messages.insert(index, text_part(file_line(found[0].name)))
+            messages.insert(index, text_part(file_line(found[0])))
             continue
         message = dict(messages[index])  # copied, never the caller's own objects
         if found[0].part == WHOLE_CONTENT:
-            message["content"] = [text_part(file_line(found[0].name)), message["content"]]
+            message["content"] = [text_part(file_line(found[0])), message["content"]]
         else:
             content = list(message["content"])
             for item in found:
-                content.insert(item.part, text_part(file_line(item.name)))
+                content.insert(item.part, text_part(file_line(item)))
             message["content"] = content
         messages[index] = message
     return {**body, "messages": messages}
@@ -195,16 +196,19 @@ class Flavor:
 
     def ingest_calls(
         self, upstream: UpstreamSettings, user_id: str, scope: AddScope, *, name: str,
-        content_type: str, uri: str, flush: bool,
+        content_type: str, engine_uri: str | None, flush: bool,
     ) -> list[tuple[str, dict[str, Any]]]:
         """(path, payload) of the engine calls that ingest an uploaded file (SPEC §7).
 
-        One user message naming the file, with the file's own item when the engine reads the
-        gateway's disk; then the session's flush, when asked for and the engine has one.
+        One user message naming the file, with the file's own item when the engine can read it:
+        `engine_uri` is its file:// (or s3://) URI for an engine on the gateway's storage, a
+        signed URL for one elsewhere, None when the engine gets the name only. Then the
+        session's flush, when asked for and the engine has one.
         """
         content: list[dict[str, Any]] = [text_part(f"Uploaded file: {name}")]
-        if self.reads_local_files:
-            item: dict[str, Any] = {"type": engine_type(content_type), "uri": uri, "name": name}
+        if engine_uri is not None:
+            item: dict[str, Any] = {"type": engine_type(content_type), "uri": engine_uri,
+                                    "name": name}
             if "." in name:
                 item["ext"] = name.rpartition(".")[2]
             content.append(item)
@@ -212,7 +216,11 @@ class Flavor:
                    "content": content}
         body = {"app_id": scope.app_id, "project_id": scope.project_id,
                 "session_id": scope.session_id, "messages": [message]}
-        calls = [(upstream.add_path, self.dialect.add_payload(body, user_id, []) or body)]
+        # A signed URL travels as each engine takes files: its item, or a line of text with it.
+        signed = engine_uri is not None and engine_uri.startswith(("http://", "https://"))
+        items = [replace(found, url=engine_uri) for found in attachment_items(body)] \
+            if signed else []
+        calls = [(upstream.add_path, self.dialect.add_payload(body, user_id, items) or body)]
         flushed = self.dialect.flush_payload(scope, user_id) if flush else None
         if flushed is not None and upstream.flush_path:
             calls.append((upstream.flush_path, flushed))

@@ -71,14 +71,14 @@ class Mem0(Dialect):
         for index in sorted(by_message, reverse=True):
             message = messages[index]
             role = message.get("role") if isinstance(message, Mapping) else None
-            lines = "\n".join(file_line(item.name) for item in by_message[index])
+            lines = "\n".join(file_line(item) for item in by_message[index])
             messages.insert(index, {"role": role or "user", "content": lines})
         return {**body, "messages": messages, "metadata": _with_names(body.get("metadata"), items)}
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:
         lines: dict[tuple[int, int], str] = {
-            (item.message, item.part): file_line(item.name) for item in items
+            (item.message, item.part): file_line(item) for item in items
         }
         messages = []
         for m_index, message in enumerate(body.get("messages") or []):

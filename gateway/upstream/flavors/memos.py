@@ -41,6 +41,10 @@ _FETCHABLE = ("http://", "https://")
 def _engine_part(item: AttachmentItem) -> dict[str, Any] | None:
     """The OpenAI-style part MemOS reads for a file, or None when it could not fetch it."""
     image = item.content_type.startswith("image/")
+    if item.url is not None:  # the gateway stored the file and signed a URL to it
+        if image:
+            return {"type": "image_url", "image_url": {"url": item.url}}
+        return {"type": "file", "file": {"file_data": item.url, "filename": item.name}}
     if item.uri is not None:
         if not item.uri.startswith(_FETCHABLE):
             return None  # file://, s3://...: not the engine's to read; named in text only
@@ -72,7 +76,7 @@ class MemOS(Dialect):
                 continue
             if (m_index, WHOLE_MESSAGE) in by_place:
                 item = by_place[(m_index, WHOLE_MESSAGE)]
-                messages.append(text_part(file_line(item.name)))
+                messages.append(text_part(file_line(item)))
                 if part := _engine_part(item):
                     messages.append(part)
                 continue
@@ -86,7 +90,7 @@ class MemOS(Dialect):
                 for c_index, part in enumerate(content):
                     if (m_index, c_index) in by_place:
                         item = by_place[(m_index, c_index)]
-                        parts.append(text_part(file_line(item.name)))
+                        parts.append(text_part(file_line(item)))
                         if engine_part := _engine_part(item):
                             parts.append(engine_part)
                     elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
