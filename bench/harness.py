@@ -82,6 +82,9 @@ def gateway_process(
             "MEMORY_GATEWAY_STORAGE_DATABASE": f"{tmp}/gw.db",
             "MEMORY_GATEWAY_SERVER_PORT": str(port),
             "MEMORY_GATEWAY_SERVER_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "info"),
+            # the search benchmarks' pass-through side (bench/fast_upstream.py), opened as an
+            # operator would open an engine route outside the flavour's table
+            "MEMORY_GATEWAY_UPSTREAM_ALLOW_PATHS": '["POST /bench/page"]',
             **(extra_env or {}),
         }
         created = subprocess.run(
