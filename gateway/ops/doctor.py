@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -37,6 +37,7 @@ from gateway.devengine.app import ENGINE_NAME as DEV_ENGINE_NAME
 from gateway.search import page_scan
 from gateway.store import migrations, postgresql
 from gateway.store.database import is_postgresql, run_sync, shown_database
+from gateway.store.migrations import Migration
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
@@ -198,17 +199,22 @@ def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
         return
     yield Check(OK, "database", f"{shown}: PostgreSQL {version} reachable")
     known = migrations.available()
+    yield _migration_state(known, applied, waiting, migrate)
+
+
+def _migration_state(known: Sequence[Migration], applied: set[int],
+                     waiting: Sequence[Migration], migrate: str) -> Check:
+    """One line for either database: unknown versions, pending ones, or up to date."""
     unknown = sorted(applied - {m.version for m in known})
     if unknown:
-        yield Check(FAIL, "migrations",
-                    f"database has migration(s) this version does not know: {unknown}",
-                    "run the gateway version that created this database, or a newer one")
-    elif waiting:
+        return Check(FAIL, "migrations",
+                     f"database has migration(s) this version does not know: {unknown}",
+                     "run the gateway version that created this database, or a newer one")
+    if waiting:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in waiting)
-        yield Check(WARN, "migrations", f"{len(waiting)} pending: {names}",
-                    f"run `{migrate}` (serve also applies them at start-up)")
-    else:
-        yield Check(OK, "migrations", f"up to date ({len(known)} applied)")
+        return Check(WARN, "migrations", f"{len(waiting)} pending: {names}",
+                     f"run `{migrate}` (serve also applies them at start-up)")
+    return Check(OK, "migrations", f"up to date ({len(known)} applied)")
 
 
 def _check_migrations(conn: sqlite3.Connection, migrate: str) -> Iterator[Check]:
@@ -220,17 +226,7 @@ def _check_migrations(conn: sqlite3.Connection, migrate: str) -> Iterator[Check]
         yield Check(FAIL, "migrations", f"cannot read migrations: {exc}",
                     "reinstall the gateway (its migrations/ folder is damaged)")
         return
-    unknown = sorted(applied - {m.version for m in known})
-    if unknown:
-        yield Check(FAIL, "migrations",
-                    f"database has migration(s) this version does not know: {unknown}",
-                    "run the gateway version that created this database, or a newer one")
-    elif waiting:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in waiting)
-        yield Check(WARN, "migrations", f"{len(waiting)} pending: {names}",
-                    f"run `{migrate}` (serve also applies them at start-up)")
-    else:
-        yield Check(OK, "migrations", f"up to date ({len(known)} applied)")
+    yield _migration_state(known, applied, waiting, migrate)
 
 
 # --- storage --------------------------------------------------------------------------------
