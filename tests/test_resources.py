@@ -168,6 +168,21 @@ async def test_list_detail_content_and_pagination(
     assert (await alice.get("/resources", params={"cursor": "garbage"})).status_code == 422
 
 
+async def test_an_uploaded_html_file_is_served_as_inert_bytes(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    # The uploader names the type: served from the gateway's origin, it must not run there.
+    engine_ok(engine)
+    page = b"<script>fetch('/resources').then(r => r.text()).then(alert)</script>"
+    rid = (await alice.post("/resources", files={"file": ("x.html", page, "text/html")}
+                            )).json()["id"]
+    content = await alice.get(f"/resources/{rid}/content")
+    assert content.content == page
+    assert content.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in content.headers["content-security-policy"]
+    assert "default-src 'none'" in content.headers["content-security-policy"]
+
+
 async def test_delete_hides_resource_and_attachments_and_removes_file(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:

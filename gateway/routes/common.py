@@ -140,8 +140,16 @@ def query_params(request: Request, model: type[Model]) -> Model:
     return validate(model, dict(request.query_params))
 
 
+STORED_FILE_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+}
+
+
 def stream_file(found: Download, content_type: str, name: str) -> Response:
     """A stored file's bytes, streamed from whichever store holds it."""
     disposition = f"inline; filename*=UTF-8''{quote(name)}"
+    # The type is the uploader's word: an HTML or SVG file must not run as the gateway's page.
     return StreamingResponse(found.chunks, media_type=content_type, headers={
-        "Content-Length": str(found.size), "Content-Disposition": disposition})
+        "Content-Length": str(found.size), "Content-Disposition": disposition,
+        **STORED_FILE_HEADERS})
