@@ -5,9 +5,9 @@ their uploads and inline attachments), after resolving `..` and symbolic links; 
 files, the gateway's database and the rest of the disk → 422 `uri_not_allowed`. Remote schemes
 the engine fetches over the network (`http`, `https`, `s3`) and the gateway's own `resource://`
 pass; any other scheme, and a bare path, may reach the disk and is refused too. With files on S3
-(`storage.files = "s3://bucket/prefix"`), an `s3://` URI inside the gateway's own bucket and
-prefix is held to the same rule: only the caller's own `{prefix}/{user_id}/…` objects. Pure, but
-for resolving the path.
+(`storage.files = "s3://bucket/prefix"`), an `s3://` URI anywhere in the gateway's own bucket
+is held to the same rule: only the caller's own `{prefix}/{user_id}/…` objects. Pure, but for
+resolving the path.
 """
 
 from __future__ import annotations
@@ -42,15 +42,17 @@ def uri_allowed(uri: str, user_id: str, storage: StorageSettings) -> bool:
 
 
 def _own_object(bucket: str, path: str, user_id: str, files: str) -> bool | None:
-    """None when `s3://bucket/path` is outside the gateway's file store (`files`, an
-    `s3://bucket/prefix` URL); else whether it is one of `user_id`'s objects in it."""
+    """None when `s3://bucket/path` is in another bucket than the gateway's file store (`files`,
+    an `s3://bucket/prefix` URL); else whether it is one of `user_id`'s objects in it."""
     store_bucket, _, prefix = files.removeprefix("s3://").partition("/")
     if bucket.lower() != store_bucket.lower():
         return None
+    # Within the gateway's bucket nothing but the caller's own objects: another spelling of the
+    # prefix (`./prefix`, `prefix//`) may name the same key to a server that normalises paths.
     segments = [unquote(segment) for segment in path.split("/")[1:]]
     for segment in prefix.strip("/").split("/") if prefix.strip("/") else []:
         if not segments or segments[0] != segment:
-            return None
+            return False
         segments = segments[1:]
     return (len(segments) > 1 and segments[0] == user_id
             and all(segment not in ("", ".", "..") and "\x00" not in segment

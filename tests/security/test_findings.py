@@ -180,6 +180,7 @@ async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
     settings = Settings().with_values(upstream={"base_url": "http://engine.test"},
                                       storage=storage_values(tmp_path, s3_server, monkeypatch))
     store = settings.storage.files
+    bucket = store.removeprefix("s3://").partition("/")[0]
     async with gateway_with(settings, engine) as app, keyed(app, settings, "alice") as alice, \
             keyed(app, settings, "bob") as bob:
         upload = await alice.post("/resources", files={"file": ("secret.png", b"\x89PNG alice")})
@@ -188,7 +189,9 @@ async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
         engine.requests.clear()
         for uri in (alices, f"{store}/bob/../alice/resources/{upload.json()['id']}/secret.png",
                     f"{store}/alice", f"{store}/", f"{store}/_file_url_secret",
-                    f"{store}//alice/resources/x/y.png"):
+                    f"{store}//alice/resources/x/y.png",
+                    alices.replace(f"{bucket}/", f"{bucket}/./", 1),
+                    f"s3://{bucket}/elsewhere/alice/x.png"):
             response = await bob.post("/api/v2/memory/add", json={
                 "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
                                                     "content": [{"type": "image", "uri": uri,
@@ -200,7 +203,7 @@ async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
             "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice",
                                                 "content": [{"type": "image", "uri": alices}]}]})
         assert own.status_code == 200, own.text
-        # Other buckets (and other prefixes of this one) are the client's to name.
+        # Other buckets are the client's to name; the gateway's own bucket is not.
         elsewhere = await bob.post("/memories/add", json={
             "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob", "content": [
                 {"type": "image", "uri": "s3://another-bucket/alice/x.png"}]}]})
