@@ -1,12 +1,13 @@
 """Scale-out benchmark (SPEC §14, §15), ratios from one run:
 
-- pass-through on PostgreSQL ÷ on SQLite (same upstream, small JSON POST);
-- search (a page of 50 results over 10 sessions × 200 attachments, bench/search_cost.py's)
-  on PostgreSQL ÷ on SQLite;
+- pass-through on PostgreSQL + S3 ÷ on SQLite + local disk (same upstream, small JSON POST);
+- search (a page of 50 results over 10 sessions × 200 attachments stored by the gateway,
+  bench/search_cost.py's) on PostgreSQL + S3 ÷ on SQLite + local disk;
 - `server.workers = 2` ÷ 1 worker, pass-through, on PostgreSQL.
 
-Gateway, upstream, load generator and PostgreSQL (a throw-away cluster, started here as the
-test suite starts it) share the machine's cores. Target: the PostgreSQL ratios ≥ 0.8.
+Gateway, upstream, load generator, PostgreSQL (a throw-away cluster) and SeaweedFS (S3), both
+started here as the test suite starts them, share the machine's cores. Target: the
+PostgreSQL + S3 ratios ≥ 0.8.
 
 On a machine shared with other work, requests/s swing with the neighbours' load, so each run
 also reports CPU per request: the CPU seconds the gateway's processes and PostgreSQL's spent
@@ -34,6 +35,7 @@ from search_cost import search_page, seed  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests import postgres_server  # noqa: E402
+from tests.s3_server import seaweedfs  # noqa: E402
 
 TARGET = 0.8
 SEARCH = b'{"query": "trip", "user_id": "bench"}'
@@ -87,18 +89,23 @@ def main() -> int:
     server = postgres_server.start()
     print(f"cores: {os.cpu_count()}; PostgreSQL on port {server.port}")
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, seaweedfs("bench") as s3:
+            print(f"S3 (SeaweedFS) at {s3.endpoint_url}")
             page_file = Path(tmp) / "page.json"
             page_file.write_text(json.dumps(search_page()))
-            on_pg = {"MEMORY_GATEWAY_STORAGE_DATABASE": server.create_database()}
-            on_pg_2 = {"MEMORY_GATEWAY_STORAGE_DATABASE": server.create_database(),
-                       "MEMORY_GATEWAY_SERVER_WORKERS": "2"}
+
+            def on_pg(prefix: str, **more: str) -> dict[str, str]:
+                return {"MEMORY_GATEWAY_STORAGE_DATABASE": server.create_database(),
+                        "MEMORY_GATEWAY_STORAGE_FILES": f"s3://{s3.bucket}/{prefix}",
+                        "MEMORY_GATEWAY_STORAGE_S3_ENDPOINT_URL": s3.endpoint_url,
+                        "MEMORY_GATEWAY_STORAGE_S3_REGION": s3.region, **s3.env(), **more}
             with fast_upstream(page_file) as upstream, \
                     gateway_process(upstream) as (lite_url, lite_key, lite), \
-                    gateway_process(upstream, on_pg) as (pg_url, pg_key, pg), \
-                    gateway_process(upstream, on_pg_2) as (two_url, two_key, two):
-                seed(lite_url, lite_key)
-                seed(pg_url, pg_key)
+                    gateway_process(upstream, on_pg("one")) as (pg_url, pg_key, pg), \
+                    gateway_process(upstream, on_pg("two", MEMORY_GATEWAY_SERVER_WORKERS="2")
+                                    ) as (two_url, two_key, two):
+                seed(lite_url, lite_key, stored=True, urls=False)
+                seed(pg_url, pg_key, stored=True, urls=False)
 
                 def run(url: str, key: str, path: str, body: bytes, pids: list[int]
                         ) -> tuple[float, float]:
@@ -110,19 +117,19 @@ def main() -> int:
                     headers = {**json_type, "Authorization": f"Bearer {key}"}
                     load(url + PATH, BODY, headers, args.connections, 1.0)  # warm-up
                     load(url + "/memories/search", SEARCH, headers, args.connections, 1.0)
-                costs = [server.pid]
-                print("pass-through, SQLite vs PostgreSQL:")
+                costs = [server.pid, s3.pid]
+                print("pass-through, SQLite + disk vs PostgreSQL + S3:")
                 passthrough = compare(
                     args.rounds, lambda: run(lite_url, lite_key, PATH, BODY, [lite.pid, *costs]),
                     lambda: run(pg_url, pg_key, PATH, BODY, [pg.pid, *costs]),
-                    ("sqlite", "postgresql"))
-                print("search, SQLite vs PostgreSQL:")
+                    ("sqlite+disk", "postgresql+s3"))
+                print("search, SQLite + disk vs PostgreSQL + S3:")
                 search = compare(
                     args.rounds,
                     lambda: run(lite_url, lite_key, "/memories/search", SEARCH,
                                 [lite.pid, *costs]),
                     lambda: run(pg_url, pg_key, "/memories/search", SEARCH, [pg.pid, *costs]),
-                    ("sqlite", "postgresql"))
+                    ("sqlite+disk", "postgresql+s3"))
                 print("pass-through, server.workers 1 vs 2 (PostgreSQL):")
                 workers = compare(
                     args.rounds, lambda: run(pg_url, pg_key, PATH, BODY, [pg.pid, *costs]),
@@ -130,7 +137,7 @@ def main() -> int:
                     ("1 worker", "2 workers"))
     finally:
         server.stop()
-    print(f"PostgreSQL/SQLite: pass-through {passthrough[0]:.3f} req/s, "
+    print(f"PostgreSQL + S3 / SQLite + disk: pass-through {passthrough[0]:.3f} req/s, "
           f"{passthrough[1]:.3f} CPU/req; search {search[0]:.3f} req/s, {search[1]:.3f} CPU/req "
           f"(target ≥ {TARGET})")
     print(f"server.workers 2/1: {workers[0]:.3f} req/s, {workers[1]:.3f} CPU/req "

@@ -133,7 +133,8 @@ class LimitsSettings:
 @dataclass(frozen=True)
 class AuthSettings:
     key_cache_ttl_s: float = _setting(
-        5.0, "seconds a verified API key is trusted without a database read (0 = always read)"
+        5.0, "longest a verified API key is trusted without a database read (0 = always read);"
+        " a revocation by any process takes effect at once regardless"
     )
 
 

@@ -3,8 +3,9 @@ connection (`?` placeholders on both: PostgreSQL gets the adapter's own translat
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -60,3 +61,19 @@ def execute(database: str, sql: str, *params: Any) -> int:
     if is_postgresql(database):
         return int(run_sync(_postgres(database, sql, params, fetch=False)))
     return int(_sqlite(database, sql, params, fetch=False))
+
+
+# How long a change notification may take at most on a loaded machine (PostgreSQL delivers
+# another process's commits to the cache listeners asynchronously; SQLite needs no wait).
+DELIVERY_S = 10.0
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> bool:
+    """Whether `check` comes true within DELIVERY_S (at once on SQLite)."""
+    deadline = asyncio.get_running_loop().time() + DELIVERY_S
+    while True:
+        if await check():
+            return True
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)

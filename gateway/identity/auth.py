@@ -1,8 +1,10 @@
 """Identity: API keys (`mgw_<key id>_<secret>`), user-id validation, and the request check.
 
 Keys are random; the database keeps only SHA-256 of the secret, compared in constant time.
-A verified key is trusted for `auth.key_cache_ttl_s` seconds without another database read, so
-a revocation made by the CLI takes effect within that time (immediately when the TTL is 0).
+A verified key is kept in memory until the database's "keys" generation moves (a key revoked
+or deleted by any process: gateway/store/database.py) or `auth.key_cache_ttl_s` seconds pass,
+whichever comes first; so a revocation takes effect on the next request (on PostgreSQL, once the
+change notification has reached the process). A TTL of 0 reads the database on every request.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def generate_key(user_id: str) -> NewKey:
 class _Cached:
     user_id: str
     expires_at: float
+    generation: int  # of the "keys" topic when the key was read
 
 
 class Authenticator:
@@ -82,8 +85,9 @@ class Authenticator:
         if not token:
             raise Unauthorized("missing Authorization: Bearer <key> (or X-API-Key)")
         now = time.monotonic()
+        generation = self._db.generation("keys")  # before the read: a revocation meanwhile counts
         cached = self._cache.get(token)
-        if cached is not None and cached.expires_at > now:
+        if cached is not None and cached.expires_at > now and cached.generation == generation:
             return cached.user_id
         match = _KEY.fullmatch(token)
         if match is None:
@@ -98,7 +102,7 @@ class Authenticator:
         if self._ttl > 0:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[token] = _Cached(row.user_id, now + self._ttl)
+            self._cache[token] = _Cached(row.user_id, now + self._ttl, generation)
         return row.user_id
 
     def forget(self) -> None:

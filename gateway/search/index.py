@@ -1,7 +1,8 @@
 """Which of the caller's attachments occur in each search result (SPEC §9), with cached matchers.
 
 Per page: one query reads the owners and mapping versions of the sessions on it, and none when
-nothing was committed since the same sessions were looked up (`Database.data_version`).
+no session changed since the same sessions were looked up (the database's "sessions" generation,
+which moves on every commit of any process that claims a session or changes its mappings).
 Filename matchers are built once per (user, session) and reused until the session's
 `mappings_version` (bumped by database triggers on every mapping change) moves; only then are
 that session's mappings read again. Each matcher has a C twin for the page scanner
@@ -99,14 +100,15 @@ class AttachmentIndex:
         self._db = db
         self._download_url = download_url
         self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
-        # Whole lookups, kept while the database's data_version stands still (no commit by
-        # anyone since): a page of the same sessions then costs no query at all.
+        # Whole lookups, kept while the database's "sessions" generation stands still (no
+        # session claimed or changed by anyone since): a page of the same sessions then costs
+        # no query at all.
         self._lookups: dict[tuple[str, tuple[str, ...]], Lookup] = {}
         self._lookups_version = -1
 
     async def lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
         """Sessions owned by others (app, project, session), and a matcher per own session."""
-        version = self._db.data_version()
+        version = self._db.generation("sessions")
         if version != self._lookups_version:
             self._lookups.clear()
             self._lookups_version = version
@@ -116,7 +118,7 @@ class AttachmentIndex:
             found = await self._lookup(user_id, session_ids)
             if len(self._lookups) >= CACHE_LOOKUPS:
                 self._lookups.clear()
-            if self._db.data_version() == version:  # nothing was committed meanwhile
+            if self._db.generation("sessions") == version:  # nothing changed meanwhile
                 self._lookups[key] = found
         return found
 

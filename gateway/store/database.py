@@ -27,6 +27,10 @@ from gateway.store import migrations
 Row = Any
 
 POSTGRESQL_SCHEMES = ("postgresql://", "postgres://")
+# What processes keep in memory, by the rows it was read from (migrations/0008):
+#   keys: verified API keys (identity/auth.py); sessions: session owners and attachment
+#   matchers (search/index.py).
+TOPICS = ("keys", "sessions")
 T = TypeVar("T")
 
 
@@ -96,9 +100,10 @@ class Database(ABC):
         adapter has (SQLite: on the event loop thread)."""
 
     @abstractmethod
-    def data_version(self) -> int:
-        """A number that changes whenever any connection of any process commits a change, so
-        callers can keep answers until the data changes."""
+    def generation(self, topic: str) -> int:
+        """A number that changes whenever a commit, by any process on the database, changes a
+        row of `topic` (one of TOPICS), so callers can keep answers until then. Never the same
+        number for two different states of the topic."""
 
     @abstractmethod
     def write(self) -> AbstractAsyncContextManager[Transaction]:

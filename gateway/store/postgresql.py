@@ -1,10 +1,14 @@
 """The PostgreSQL adapter (asyncpg): a pool of reader connections and one writer connection per
 process whose transactions take a database-wide advisory lock.
 
-`data_version()` answers a new number on every call: a notification from another process
-(LISTEN/NOTIFY) can arrive after a request that it should have been seen by, so nothing is kept
-on its word; what is kept across requests is validated by version rows the same query reads
-(memory_sessions.mappings_version for the search matchers).
+Cache generations (`generation(topic)`) come from LISTEN/NOTIFY: triggers notify channel
+`mgw_cache` with the topic of every changed row (migrations/postgresql/0008), and each process
+keeps one listening connection that moves its own generation of that topic. So what a process
+keeps is dropped once the notification arrives: at once for its own commits (every topic moves
+when this process commits), within the notification's delivery (a millisecond on a LAN) for
+another's. While the listening connection is down, every call answers a new number (nothing
+kept is trusted) and it is reconnected in the background; reconnected, every topic moves,
+since notifications sent meanwhile were lost.
 
 The advisory lock gives PostgreSQL the single-writer rule the store was written for on SQLite
 (`BEGIN IMMEDIATE`): a read-then-write inside `write()` (claim a session, append a message once
@@ -14,6 +18,8 @@ per idempotency key) cannot interleave with another process's. Reads never wait 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -26,13 +32,17 @@ import asyncpg
 
 from gateway.errors import ValidationFailed
 from gateway.store import migrations
-from gateway.store.database import Database, Row, Transaction, run_sync
+from gateway.store.database import TOPICS, Database, Row, Transaction, run_sync
 
 READER_CONNECTIONS = 4
 # Advisory lock keys (any two 64-bit numbers no other application on the database uses).
 WRITE_LOCK = 0x6D67775F77726974  # "mgw_writ"
 MIGRATION_LOCK = 0x6D67775F6D696772  # "mgw_migr"
 DIALECT_FOLDER = "postgresql"
+CACHE_CHANNEL = "mgw_cache"
+LISTEN_RETRY_S = 1.0
+
+log = logging.getLogger("gateway.store")
 
 
 # --- one SQL text for both dialects -----------------------------------------------------------
@@ -186,7 +196,12 @@ class PostgresDatabase(Database):
         self._pool: asyncpg.Pool | None = None
         self._writer: asyncpg.Connection | None = None
         self._write_lock = asyncio.Lock()
-        self._version = 0
+        # Generations: every number is drawn from one counter, so none is ever reused.
+        self._numbers = itertools.count(1)
+        self._generations = {topic: next(self._numbers) for topic in TOPICS}
+        self._listener: asyncpg.Connection | None = None
+        self._relisten: asyncio.Task[None] | None = None
+        self._closing = False
 
     async def open(self) -> None:
         conn = await asyncpg.connect(self.path)
@@ -194,18 +209,69 @@ class PostgresDatabase(Database):
             await apply_pending(conn)
         finally:
             await conn.close()
+        self._closing = False
         self._pool = await asyncpg.create_pool(
             self.path, min_size=1, max_size=READER_CONNECTIONS
         )
         self._writer = await asyncpg.connect(self.path)
+        await self._listen()
 
     async def close(self) -> None:
+        self._closing = True
+        if self._relisten is not None:
+            self._relisten.cancel()
+            self._relisten = None
+        if self._listener is not None and not self._listener.is_closed():
+            await self._listener.close()
+        self._listener = None
         if self._writer is not None and not self._writer.is_closed():
             await self._writer.close()
         self._writer = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    # --- cache generations (LISTEN/NOTIFY) ----------------------------------------------------
+
+    def generation(self, topic: str) -> int:
+        if self._listener is None or self._listener.is_closed():
+            self._listen_later()
+            return next(self._numbers)  # not listening: nothing kept may be trusted
+        return self._generations[topic]
+
+    def _moved(self, *topics: str) -> None:
+        for topic in topics:
+            self._generations[topic] = next(self._numbers)
+
+    def _notified(self, conn: object, pid: int, channel: str, topic: str) -> None:
+        if topic in self._generations:
+            self._moved(topic)
+
+    def _lost(self, conn: object) -> None:
+        self._listener = None
+        self._listen_later()
+
+    async def _listen(self) -> None:
+        conn = await asyncpg.connect(self.path)
+        await conn.add_listener(CACHE_CHANNEL, self._notified)
+        conn.add_termination_listener(self._lost)
+        self._listener = conn
+        self._moved(*TOPICS)  # notifications sent while nobody listened are lost
+
+    def _listen_later(self) -> None:
+        if self._closing or self._pool is None:
+            return
+        if self._relisten is None or self._relisten.done():
+            self._relisten = asyncio.get_running_loop().create_task(self._listen_again())
+
+    async def _listen_again(self) -> None:
+        while not self._closing:
+            try:
+                await self._listen()
+                return
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("cache notifications: reconnecting failed (%s); retrying", exc)
+                await asyncio.sleep(LISTEN_RETRY_S)
 
     def _readers(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -225,12 +291,6 @@ class PostgresDatabase(Database):
     async def read_now(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return await self.read(sql, params)
 
-    def data_version(self) -> int:
-        """A new number on every call: another process's commit cannot be seen without a
-        round trip, which costs what the answers kept on this number would save."""
-        self._version += 1
-        return self._version
-
     async def _writer_connection(self) -> asyncpg.Connection:
         if self._pool is None:
             raise RuntimeError("database is not open")
@@ -244,25 +304,45 @@ class PostgresDatabase(Database):
             conn = await self._writer_connection()
             await conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
             try:
-                yield PostgresTransaction(conn)
+                transaction = PostgresTransaction(conn)
+                yield transaction
             except BaseException:
                 if not conn.is_closed():
                     await conn.execute("ROLLBACK")
                 raise
             else:
                 await conn.execute("COMMIT")
+                # This process's next request must not use what the commit changed; the
+                # notification of its own commit may still be on its way.
+                self._moved(*transaction.topics)
+
+
+# The tables whose rows processes keep, by topic (with what their triggers change: a mapping
+# change moves its session's mappings_version).
+_TOPIC_TABLES = {"api_keys": "keys", "memory_sessions": "sessions",
+                 "memory_attachments": "sessions"}
+_TABLE_NAMES = re.compile(r"\b(" + "|".join(_TOPIC_TABLES) + r")\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=2048)
+def written_topics(sql: str) -> frozenset[str]:
+    """The topics a statement may change: those whose tables it names."""
+    return frozenset(_TOPIC_TABLES[name.lower()] for name in _TABLE_NAMES.findall(sql))
 
 
 class PostgresTransaction(Transaction):
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
+        self.topics: set[str] = set()  # what this transaction's statements may have changed
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self.topics |= written_topics(sql)
         with _client_text():
             return _changed_rows(await self._conn.execute(translate(sql), *params))
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(row) for row in rows]
+        self.topics |= written_topics(sql)
         if batch:
             with _client_text():
                 await self._conn.executemany(translate(sql), batch)

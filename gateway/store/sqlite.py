@@ -61,6 +61,9 @@ class SqliteDatabase(Database):
         self._next_reader = itertools.cycle(range(READER_CONNECTIONS))
         self._write_lock = asyncio.Lock()
         self._inline: sqlite3.Connection | None = None
+        self._generations: dict[str, int] = {}
+        self._generations_at = -1  # the data_version they were read at
+        self._unknown = itertools.count(-1, -1)  # generations while the file is locked
 
     async def open(self) -> None:
         migrate(self.path)
@@ -113,15 +116,26 @@ class SqliteDatabase(Database):
                 raise
             return [tuple(row) for row in await self.read(sql, params)]
 
-    def data_version(self) -> int:
-        """A number that changes whenever any connection (any process) commits a change.
+    def generation(self, topic: str) -> int:
+        """The topic's counter in `cache_generations` (bumped by triggers, migrations/0008).
 
-        SQLite's `PRAGMA data_version`, read on the event loop thread's connection, which never
-        writes: so every commit counts. Lets callers keep answers until the data changes.
+        Read again only when SQLite's `PRAGMA data_version` has moved: that number changes
+        whenever any connection of any process commits, and reading it on the event loop
+        thread's connection (which never writes, so every commit counts) costs no I/O.
         """
         if self._inline is None:
             raise RuntimeError("database is not open")
-        return int(self._inline.execute("PRAGMA data_version").fetchone()[0])
+        try:
+            version = self._inline.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._generations_at:
+                self._generations = dict(self._inline.execute(
+                    "SELECT topic, value FROM cache_generations").fetchall())
+                self._generations_at = version
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return next(self._unknown)  # unknown: a number no kept answer carries
+        return self._generations[topic]
 
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         async with self._reader().execute(sql, params) as cursor:

@@ -1,0 +1,110 @@
+"""The PostgreSQL adapter's cache generations (gateway/store/postgresql.py): its own commits
+count at once, and a lost listening connection means nothing kept is trusted until it is back.
+The cross-process behaviour both adapters share is in tests/test_cache_generations.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from gateway.store import keys
+from gateway.store.postgresql import PostgresDatabase, written_topics
+from tests.databases import eventually
+from tests.postgres_server import PostgresServer
+from tests.test_cache_generations import claim, new_key, settled
+
+
+@pytest.fixture
+def url(postgres: PostgresServer, postgres_database: str) -> str:
+    postgres.empty_tables(postgres_database)
+    return postgres_database
+
+
+@pytest.fixture
+async def there(url: str) -> AsyncIterator[PostgresDatabase]:
+    db = PostgresDatabase(url)
+    await db.open()
+    yield db
+    await db.close()
+
+
+async def test_its_own_commit_counts_without_waiting_for_the_notification(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def deaf(self: PostgresDatabase, *args: object) -> None:
+        return None  # notifications never arrive in this process
+    monkeypatch.setattr(PostgresDatabase, "_notified", deaf)
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        sessions, keys_before = db.generation("sessions"), db.generation("keys")
+        await claim(db, "alice", "s1", "a.png")
+        assert db.generation("sessions") != sessions
+        assert db.generation("keys") == keys_before  # a claim changes no key
+        key_id, _ = await new_key(db, "alice")
+        keys_before = db.generation("keys")
+        assert await keys.revoke(db, key_id)
+        assert db.generation("keys") != keys_before
+    finally:
+        await db.close()
+
+
+async def listeners_terminated(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN %'"))
+    finally:
+        await conn.close()
+
+
+async def test_a_lost_listener_trusts_nothing_until_back_and_misses_nothing(
+    url: str, there: PostgresDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = PostgresDatabase(url)
+    await here.open()
+    reconnect = asyncio.Event()  # `here` stays without a listener until this is set
+    listen = here._listen
+
+    async def held_back() -> None:
+        await reconnect.wait()
+        await listen()
+    monkeypatch.setattr(here, "_listen", held_back)
+    try:
+        key_id, _ = await new_key(there, "alice")
+        await settled(here, there, "keys")
+        start = here.generation("keys")
+        assert await listeners_terminated(url) >= 1  # `there`'s too: it must come back as well
+
+        async def deaf() -> bool:
+            return here.generation("keys") != here.generation("keys")
+        assert await eventually(deaf)  # a new number on every call while nobody listens
+
+        assert await keys.revoke(there, key_id)  # its notification reaches no listener of `here`
+        reconnect.set()
+
+        async def back() -> bool:
+            return here.generation("keys") == here.generation("keys")
+        assert await eventually(back)
+        assert here.generation("keys") != start  # the revocation is not lost
+        await settled(here, there, "sessions")  # and notifications flow again
+    finally:
+        await here.close()
+
+
+@pytest.mark.parametrize(("sql", "topics"), [
+    ("UPDATE api_keys SET revoked_at_ms = ? WHERE id = ?", {"keys"}),
+    ("INSERT INTO memory_attachments (id) VALUES (?)", {"sessions"}),
+    ("INSERT INTO memory_sessions (session_id) VALUES (?) ON CONFLICT DO NOTHING", {"sessions"}),
+    ("INSERT INTO api_keys (id) VALUES (?)", {"keys"}),  # counted though it changes nothing kept
+    ("INSERT INTO agents (id) VALUES (?)", set()),
+    ("UPDATE memory_sessions_archive SET x = 1", set()),
+])
+def test_a_statement_counts_for_the_topics_whose_tables_it_names(
+    sql: str, topics: set[str]
+) -> None:
+    assert written_topics(sql) == topics
