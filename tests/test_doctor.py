@@ -252,6 +252,7 @@ def test_postgresql_reachability_and_migrations_are_checked(
     code, lines = doctor(config)
     assert code == 0, lines
     assert line(lines, "database").startswith("OK ") and "reachable" in line(lines, "database")
+    assert line(lines, "cache notifications").startswith("OK "), lines
     assert line(lines, "migrations").startswith("WARN") and "pending" in line(lines, "migrations")
     migrate(url)
     code, lines = doctor(config)

@@ -188,6 +188,29 @@ async def _postgresql_state(url: str) -> tuple[str, set[int], list[migrations.Mi
         await conn.close()
 
 
+NOTIFY_WAIT_S = 5.0
+
+
+async def _notifications_arrive(url: str) -> bool:
+    """Whether a NOTIFY on the gateway's cache channel reaches a LISTEN on another connection:
+    what keeps the processes' caches in step (gateway/store/postgresql.py). A pooler in
+    transaction mode (PgBouncer's default) drops LISTEN."""
+    listener = await asyncpg.connect(url, timeout=5)
+    sender = await asyncpg.connect(url, timeout=5)
+    arrived = asyncio.Event()
+    try:
+        await listener.add_listener(postgresql.CACHE_CHANNEL, lambda *_: arrived.set())
+        await sender.execute("SELECT pg_notify($1, 'doctor')", postgresql.CACHE_CHANNEL)
+        try:
+            await asyncio.wait_for(arrived.wait(), NOTIFY_WAIT_S)
+        except TimeoutError:
+            return False
+        return True
+    finally:
+        await sender.close()
+        await listener.close()
+
+
 def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
     shown = shown_database(url)
     try:
@@ -198,6 +221,19 @@ def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
                     "name in storage.database, and pg_hba.conf")
         return
     yield Check(OK, "database", f"{shown}: PostgreSQL {version} reachable")
+    try:
+        arrived = run_sync(_notifications_arrive(url))
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        arrived, detail = False, f"cannot LISTEN: {exc}"
+    else:
+        detail = f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s"
+    if arrived:
+        yield Check(OK, "cache notifications", "LISTEN/NOTIFY reaches other connections")
+    else:
+        yield Check(FAIL, "cache notifications", detail,
+                    "connect the gateway to PostgreSQL directly or through a pooler in session "
+                    "mode: other processes' key revocations and session changes arrive as "
+                    "notifications (docs/scale-out.md)")
     known = migrations.available()
     yield _migration_state(known, applied, waiting, migrate)
 
