@@ -5,12 +5,15 @@ The cross-process behaviour both adapters share is in tests/test_cache_generatio
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from gateway.store import keys
+from gateway.store import keys, postgresql
 from gateway.store.postgresql import PostgresDatabase, written_topics
 from tests.databases import eventually
 from tests.postgres_server import PostgresServer
@@ -96,6 +99,12 @@ async def test_a_lost_listener_trusts_nothing_until_back_and_misses_nothing(
         await here.close()
 
 
+def listener_backend(db: PostgresDatabase) -> int | None:
+    """The server process of `db`'s listening connection."""
+    conn = db._listener
+    return None if conn is None or conn.is_closed() else conn.get_server_pid()
+
+
 @pytest.mark.parametrize(("sql", "topics"), [
     ("UPDATE api_keys SET revoked_at_ms = ? WHERE id = ?", {"keys"}),
     ("INSERT INTO memory_attachments (id) VALUES (?)", {"sessions"}),
@@ -108,3 +117,34 @@ def test_a_statement_counts_for_the_topics_whose_tables_it_names(
     sql: str, topics: set[str]
 ) -> None:
     assert written_topics(sql) == topics
+
+
+async def test_a_listener_that_stops_answering_is_replaced_and_misses_nothing(
+    url: str, there: PostgresDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection dropped silently looks open forever: the adapter asks it `SELECT 1`, and
+    one that does not answer (its server process stopped here) is replaced."""
+    monkeypatch.setattr(postgresql, "LISTEN_CHECK_S", 0.2)
+    here = PostgresDatabase(url)
+    await here.open()
+    backend = listener_backend(here)
+    try:
+        key_id, _ = await new_key(there, "alice")
+        await settled(here, there, "keys")
+        start = here.generation("keys")
+        os.kill(backend, signal.SIGSTOP)  # the listener's server process hears nothing now
+        assert await keys.revoke(there, key_id)  # so its notification is never delivered
+
+        async def moved() -> bool:
+            return here.generation("keys") != start
+        assert await eventually(moved)
+        os.kill(backend, signal.SIGCONT)
+
+        async def replaced() -> bool:
+            return listener_backend(here) not in (None, backend)
+        assert await eventually(replaced)
+        await settled(here, there, "sessions")  # and notifications flow again
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # gone once it saw its client leave
+            os.kill(backend, signal.SIGCONT)
+        await here.close()

@@ -8,7 +8,8 @@ keeps is dropped once the notification arrives: at once for its own commits (eve
 when this process commits), within the notification's delivery (a millisecond on a LAN) for
 another's. While the listening connection is down, every call answers a new number (nothing
 kept is trusted) and it is reconnected in the background; reconnected, every topic moves,
-since notifications sent meanwhile were lost.
+since notifications sent meanwhile were lost. The listening connection is checked every
+LISTEN_CHECK_S; one that does not answer is dropped and replaced the same way.
 
 The advisory lock gives PostgreSQL the single-writer rule the store was written for on SQLite
 (`BEGIN IMMEDIATE`): a read-then-write inside `write()` (claim a session, append a message once
@@ -41,6 +42,10 @@ MIGRATION_LOCK = 0x6D67775F6D696772  # "mgw_migr"
 DIALECT_FOLDER = "postgresql"
 CACHE_CHANNEL = "mgw_cache"
 LISTEN_RETRY_S = 1.0
+# The listening connection is asked `SELECT 1` this often, and given as long to answer: a
+# connection dropped silently (a NAT or firewall forgetting it) would otherwise deliver nothing
+# forever without ever looking closed.
+LISTEN_CHECK_S = 5.0
 
 log = logging.getLogger("gateway.store")
 
@@ -201,6 +206,7 @@ class PostgresDatabase(Database):
         self._generations = {topic: next(self._numbers) for topic in TOPICS}
         self._listener: asyncpg.Connection | None = None
         self._relisten: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._closing = False
 
     async def open(self) -> None:
@@ -215,12 +221,14 @@ class PostgresDatabase(Database):
         )
         self._writer = await asyncpg.connect(self.path)
         await self._listen()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_listener())
 
     async def close(self) -> None:
         self._closing = True
-        if self._relisten is not None:
-            self._relisten.cancel()
-            self._relisten = None
+        for task in (self._relisten, self._watch):
+            if task is not None:
+                task.cancel()
+        self._relisten = self._watch = None
         if self._listener is not None and not self._listener.is_closed():
             await self._listener.close()
         self._listener = None
@@ -263,6 +271,23 @@ class PostgresDatabase(Database):
             return
         if self._relisten is None or self._relisten.done():
             self._relisten = asyncio.get_running_loop().create_task(self._listen_again())
+
+    async def _watch_listener(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(LISTEN_CHECK_S)
+            conn = self._listener
+            if conn is None or conn.is_closed():
+                continue  # being replaced
+            # Not cancelled on time-out (asyncpg would then send a cancel request): the
+            # connection is dropped, which ends the query too.
+            probe = asyncio.ensure_future(conn.fetchval("SELECT 1"))
+            done, _ = await asyncio.wait({probe}, timeout=LISTEN_CHECK_S)
+            if probe in done and probe.exception() is None:
+                continue
+            log.warning("cache notifications: the listening connection does not answer; "
+                        "replacing it")
+            conn.terminate()  # its termination listener starts the replacement
+            await asyncio.gather(probe, return_exceptions=True)
 
     async def _listen_again(self) -> None:
         while not self._closing:
