@@ -62,11 +62,12 @@ def translate(sql: str) -> str:
     `json_array_length(x)` on a TEXT column → on `(x)::json`. String literals are left alone."""
     out: list[str] = []
     number = 0
-    position = 0
     casts: list[int] = []  # depth of parentheses at which a `::json` cast closes
     depth = 0
-    for match in _TOKENS.finditer(sql):
-        chunk = sql[position:match.start()]
+
+    def copy(chunk: str) -> None:
+        """Text between tokens, closing each cast where its parenthesis closes."""
+        nonlocal depth
         for char in chunk:
             if char == "(":
                 depth += 1
@@ -76,30 +77,23 @@ def translate(sql: str) -> str:
                     casts.pop()
                     out.append(")::json")
             out.append(char)
+
+    position = 0
+    for match in _TOKENS.finditer(sql):
+        copy(sql[position:match.start()])
         token = match.group(0)
         position = match.end()
         if token == "?":
             number += 1
             out.append(f"${number}")
-        elif token.lower() == "json_each(":
-            out.append("json_array_elements_text((")
+        elif token.lower() in ("json_each(", "json_array_length("):
+            out.append("json_array_elements_text((" if token.lower() == "json_each("
+                       else "json_array_length((")
+            casts.append(depth)
             depth += 1
-            casts.append(depth - 1)
-        elif token.lower() == "json_array_length(":
-            out.append("json_array_length((")
-            depth += 1
-            casts.append(depth - 1)
         else:
             out.append(token)
-    for char in sql[position:]:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if casts and casts[-1] == depth:
-                casts.pop()
-                out.append(")::json")
-        out.append(char)
+    copy(sql[position:])
     return "".join(out)
 
 
