@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,7 +35,7 @@ from gateway.config import Settings  # noqa: E402
 from gateway.identity.auth import generate_key, hash_secret  # noqa: E402
 from gateway.store import agents, conversations, keys, messages  # noqa: E402
 from gateway.store.cursors import Cursor, encode_cursor  # noqa: E402
-from gateway.store.database import Database, database_for, run_sync  # noqa: E402
+from gateway.store.database import Database, database_for, is_postgresql, run_sync  # noqa: E402
 from gateway.store.postgresql import translate  # noqa: E402
 from gateway.store.sqlite import connect_sync  # noqa: E402
 from tests import postgres_server  # noqa: E402
@@ -139,7 +140,7 @@ async def run(database: str, count: int, requests: int, limit: int) -> None:
             ("page before a cursor", True,
              (conversation_id, USER, cursor["created_at_ms"], cursor["id"], limit + 1)),
         )
-        if database.startswith("postgresql://"):
+        if is_postgresql(database):
             await explain_postgresql(database, plans)
         else:
             explain_sqlite(database, plans)
@@ -165,8 +166,6 @@ def explain_sqlite(path: str, plans: Plans) -> None:
 async def explain_postgresql(url: str, plans: Plans) -> None:
     """The plan PostgreSQL runs for each page query, with real parameters (a custom plan) and
     as a prepared statement's generic plan, with the time the execution took."""
-    import asyncpg
-
     conn = await asyncpg.connect(url)
     try:
         for mode in ("force_custom_plan", "force_generic_plan"):
