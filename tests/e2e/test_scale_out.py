@@ -212,8 +212,8 @@ def test_a_gateway_killed_mid_add_loses_and_duplicates_nothing(
     sent: list[Sent] = []
     lock = threading.Lock()
     killing, killed = threading.Event(), threading.Event()  # SIGKILL about to go; gone
-    frozen_with: dict[str, list[str]] = {}  # a's intents pending while it was stopped: the
-    # files each had not stored
+    # a's intents pending while it was stopped, each with the files it had not stored yet
+    frozen_with: dict[str, list[str]] = {}
     left_alone: list[str] = []  # ... and still pending rounds later, before the kill
     settled_before_kill: list[str] = []
     with ExitStack() as stack:
