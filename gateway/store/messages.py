@@ -215,7 +215,7 @@ async def _bookkeeping(
 
 
 def page_sql(with_cursor: bool) -> str:
-    """The history page query; it walks `conversation_messages_page` backwards (see bench/)."""
+    """The history page query; it walks `conversation_messages_history` backwards (see bench/)."""
     cursor = " AND (created_at_ms, id) < (?, ?)" if with_cursor else ""
     return (
         "SELECT * FROM conversation_messages WHERE conversation_id = ? AND user_id = ?"
