@@ -1,4 +1,5 @@
-"""End to end with real processes: upload → add → search, the file:// path holding the bytes."""
+"""End to end with real processes: upload → add → search, the file:// path holding the bytes;
+and the same on S3. Each on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import pytest
 
+from tests.conftest import BACKENDS
 from tests.processes import dev_engine, free_port, gateway
 from tests.s3_server import S3Server, objects
 
 pytestmark = pytest.mark.e2e
+BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
 PNG = b"\x89PNG\r\n\x1a\n" + b"e2e-bytes" * 100
 
 
@@ -21,8 +24,11 @@ def path_of(uri: str) -> Path:
     return Path(unquote(urlsplit(uri).path))
 
 
-def test_upload_add_search_returns_real_files(tmp_path: Path) -> None:
-    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url) as gw:
+@BOTH_DATABASES
+def test_upload_add_search_returns_real_files(
+    tmp_path: Path, on_database: dict[str, str]
+) -> None:
+    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url, **on_database) as gw:
         alice = httpx.Client(base_url=gw.url, timeout=20,
                              headers={"Authorization": f"Bearer {gw.key('alice')}"})
         bob = httpx.Client(base_url=gw.url, timeout=20,
@@ -61,13 +67,15 @@ def test_upload_add_search_returns_real_files(tmp_path: Path) -> None:
             assert bob.get(f"/resources/{uploaded.json()['id']}").status_code == 404
 
 
-def test_files_on_s3_upload_add_search_download_and_delete(tmp_path: Path,
-                                                           s3_server: S3Server) -> None:
+@BOTH_DATABASES
+def test_files_on_s3_upload_add_search_download_and_delete(
+    tmp_path: Path, s3_server: S3Server, on_database: dict[str, str]
+) -> None:
     port = free_port()
     prefix = f"e2e-{secrets.token_hex(4)}"
     public_url = f"http://127.0.0.1:{port}"
     with dev_engine(tmp_path) as engine_url, gateway(
-            tmp_path, engine_url, port=port, **s3_server.env(),
+            tmp_path, engine_url, port=port, **s3_server.env(), **on_database,
             MEMORY_GATEWAY_STORAGE_FILES=f"s3://{s3_server.bucket}/{prefix}",
             MEMORY_GATEWAY_STORAGE_S3_ENDPOINT_URL=s3_server.endpoint_url,
             MEMORY_GATEWAY_SERVER_PUBLIC_URL=public_url) as gw:

@@ -7,13 +7,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import BACKENDS
 from tests.processes import dev_engine, free_port, gateway
 
 pytestmark = pytest.mark.e2e
+BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
 
 
-def test_add_then_flush_then_search_through_the_gateway(tmp_path: Path) -> None:
-    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url) as gw:
+@BOTH_DATABASES
+def test_add_then_flush_then_search_through_the_gateway(
+    tmp_path: Path, on_database: dict[str, str]
+) -> None:
+    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url, **on_database) as gw:
         headers = {"Authorization": f"Bearer {gw.key('alice')}"}
         with httpx.Client(base_url=gw.url, headers=headers, timeout=10) as client:
             added = client.post("/api/v2/memory/add", json={
