@@ -3,8 +3,11 @@
 import asyncio
 
 import httpx
+import pytest
 
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 
 async def remember(

@@ -15,6 +15,8 @@ from gateway.config import Settings
 from gateway.resolution.disambiguation import MAX_PROMPT_CHARS, parse_choice
 from tests.conftest import client_for
 
+pytestmark = pytest.mark.both_databases
+
 MODEL = "http://llm.test/v1"
 TIE_TEXT = "左边那张有猫的，加个帽子"
 

@@ -31,6 +31,8 @@ from tests.attachment_helpers import (
 from tests.conftest import client_for, on_both_stores
 from tests.engine_fixtures import answer, sent
 
+pytestmark = pytest.mark.both_databases
+
 PUBLIC = "http://gateway.test"  # the in-process client's base URL: links resolve against it
 B64 = base64.b64encode(PNG).decode()
 _URL = re.compile(r"https?://[^\s\"<>\\]+")

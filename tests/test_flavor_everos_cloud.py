@@ -16,7 +16,7 @@ from tests.conftest import StartGateway, client_for
 from tests.engine_fixtures import USER_HEADER, answer, recorded, sent
 
 # The route suite runs once per production upstream client over a loopback engine (conftest).
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.both_clients, pytest.mark.both_databases]
 
 B64 = base64.b64encode(PNG).decode()
 V2_ADD, V2_SEARCH, V2_FLUSH = "/api/v2/memory/add", "/api/v2/memory/search", "/api/v2/memory/flush"

@@ -15,7 +15,7 @@ from tests.attachment_helpers import PNG, files_under, rows
 from tests.engine_fixtures import USER_HEADER, answer, sent
 
 # The route suite runs once per production upstream client over a loopback engine (conftest).
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.both_clients, pytest.mark.both_databases]
 
 B64 = base64.b64encode(PNG).decode()
 

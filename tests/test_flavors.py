@@ -12,7 +12,7 @@ from gateway.upstream.flavors import FLAVORS
 from gateway.upstream.flavors.base import name_files
 
 # The route suite runs once per production upstream client over a loopback engine (conftest).
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.both_clients, pytest.mark.both_databases]
 
 
 def test_unknown_flavour_stops_start_up_naming_the_key() -> None:

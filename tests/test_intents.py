@@ -19,7 +19,7 @@ from gateway.store.database import database_for
 from tests.attachment_helpers import PNG, rows, stored_bytes, stored_files
 from tests.conftest import on_both_stores
 
-pytestmark = on_both_stores
+pytestmark = [pytest.mark.both_databases, on_both_stores]
 
 SESSION = ("default", "default", "s1")
 LEASE = Lease(60.0)

@@ -6,12 +6,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 import respx
 
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from tests.conftest import client_for
 from tests.test_agents import make_agent, say
+
+pytestmark = pytest.mark.both_databases
 
 LLM = "http://llm.test/v1"
 

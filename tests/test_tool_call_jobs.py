@@ -24,6 +24,8 @@ from tests.tool_call_helpers import (
     with_jobs,
 )
 
+pytestmark = pytest.mark.both_databases
+
 # --- the client, against respx -----------------------------------------------------------------
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ import respx
 
 from gateway.app import Gateway
 from gateway.config import Settings
+from tests import databases
 from tests.attachment_helpers import stored_bytes, stored_files
 from tests.conftest import client_for, on_both_stores
 from tests.test_messages import new_conversation
@@ -30,6 +30,7 @@ from tests.tool_call_helpers import (
     with_jobs,
 )
 
+pytestmark = pytest.mark.both_databases
 CAT = "https://cdn.test/cat.png"
 
 
@@ -46,9 +47,8 @@ async def app(settings: Settings, engine: respx.MockRouter, jobs: FakeJobs
         yield running
 
 
-def rows(settings: Settings, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(settings.storage.database) as conn:
-        return conn.execute(sql, params).fetchall()
+def rows(settings: Settings, sql: str, *params: Any) -> list[Any]:
+    return databases.rows(settings.storage.database, sql, *params)
 
 
 def counts(settings: Settings) -> tuple[int, int]:

@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.ids import now_ms
-from gateway.store.attachments import RESOURCE_SOURCE, insert_mappings, new_mapping
+from gateway.store.attachments import (
+    RESOURCE_COLUMNS,
+    RESOURCE_SOURCE,
+    insert_mappings,
+    new_mapping,
+)
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database, Row
 
@@ -122,13 +127,11 @@ async def insert(db: Database, resource: Resource) -> None:
         source=RESOURCE_SOURCE, resource_id=resource.id, sha256=resource.sha256,
     )
     async with db.write() as tx:
+        values = row_values(resource)
         created = await tx.execute(
-            "INSERT INTO resources (id, user_id, name, safe_name, content_type, size, sha256,"
-            " app_id, project_id, session_id, internal_uri, metadata, created_at)"
-            " VALUES (:id, :user_id, :name, :safe_name, :content_type, :size, :sha256, :app_id,"
-            " :project_id, :session_id, :internal_uri, :metadata, :created_at)"
-            " ON CONFLICT (id) DO NOTHING",
-            row_values(resource),  # type: ignore[arg-type]
+            f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)})"
+            f" VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT (id) DO NOTHING",
+            [values[column] for column in RESOURCE_COLUMNS],
         )
         if created:
             await insert_mappings(tx, [mapping], now_ms())

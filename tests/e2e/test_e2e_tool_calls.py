@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import BACKENDS
 from tests.processes import dev_engine, gateway
 
 pytestmark = pytest.mark.e2e
@@ -24,9 +25,12 @@ def tool_call(client: httpx.Client, conversation_id: str, message_id: str) -> di
     return dict(message["toolCall"])
 
 
-def test_propose_confirm_restart_read_until_completed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
+def test_propose_confirm_restart_read_until_completed(
+    tmp_path: Path, on_database: dict[str, str]
+) -> None:
     with dev_engine(tmp_path) as engine_url:
-        with gateway(tmp_path, engine_url) as gw:
+        with gateway(tmp_path, engine_url, **on_database) as gw:
             key = gw.key("alice")
             alice = httpx.Client(base_url=gw.url, timeout=20,
                                  headers={"Authorization": f"Bearer {key}"})
@@ -47,7 +51,7 @@ def test_propose_confirm_restart_read_until_completed(tmp_path: Path) -> None:
                 assert confirmed.status_code == 200, confirmed.text
                 job = confirmed.json()["message"]["toolCall"]["externalJobId"]
         # A new gateway process on the same storage: the call and its job are still there.
-        with gateway(tmp_path, engine_url) as gw:
+        with gateway(tmp_path, engine_url, **on_database) as gw:
             alice = httpx.Client(base_url=gw.url, timeout=20,
                                  headers={"Authorization": f"Bearer {key}"})
             with alice:

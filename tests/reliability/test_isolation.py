@@ -25,7 +25,7 @@ from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, episodes, rows
 from tests.reliability.support import assert_error_shape
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
 SECRET = "ALICE-SECRET"
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/metrics")}

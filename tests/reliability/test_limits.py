@@ -26,7 +26,7 @@ from tests.conftest import ENGINE
 from tests.processes import free_port, gateway
 from tests.reliability.support import assert_error_shape, auth
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
 MAX_BODY = 16 * 1024
 MAX_JSON_BODY = 4 * 1024

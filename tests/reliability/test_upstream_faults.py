@@ -34,7 +34,7 @@ from tests.reliability.scripted_engine import (
 )
 from tests.reliability.support import PNG, assert_error_shape, auth, count, user_files
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
 READ_TIMEOUT_S = 0.8
 ADD_ANSWER = Answer().body
