@@ -175,7 +175,8 @@ async def test_files_tokens_refuse_tampering_and_expiry_in_the_one_error_shape(
         forged = links.token("file:///etc/passwd", "passwd", "text/plain",
                              int(time.time()) + 60).partition(".")[0]
         for bad in (f"{forged}.{signature}", f"{payload}.{signature[:-2]}AA", payload,
-                    "not-a-token", f"{payload}x.{signature}"):
+                    "not-a-token", f"{payload}x.{signature}", f"{payload}.{signature[:-1]}é",
+                    "%C3%8A%C3%9Dw.%C2%86%F1%A3%89%BD%C3%A7", f"é{payload}.{signature}"):
             response = await anonymous.get(f"/files/{bad}")
             assert response.status_code == 404, bad
             assert set(response.json()["error"]) >= {"code", "message", "status", "request_id"}

@@ -117,7 +117,9 @@ class FileLinks:
     def verify(self, token: str, now_s: float | None = None) -> FileGrant:
         """The grant a token carries: 404 when it is not one of ours, 403 once expired."""
         payload, dot, signature = token.partition(".")
-        if not dot or not hmac.compare_digest(signature, self._signature(payload)):
+        # Bytes: compare_digest refuses str holding non-ASCII, and a token is the client's text.
+        expected = self._signature(payload).encode()
+        if not dot or not hmac.compare_digest(signature.encode(), expected):
             raise NotFound("no such file")
         try:
             uri, name, content_type, expires_at = json.loads(_unb64(payload))
