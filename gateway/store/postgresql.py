@@ -250,12 +250,18 @@ class PostgresDatabase(Database):
             self._moved(topic)
 
     def _lost(self, conn: object) -> None:
+        if conn is not self._listener:
+            return  # an earlier listener, already replaced
         self._listener = None
         self._listen_later()
 
     async def _listen(self) -> None:
         conn = await asyncpg.connect(self.path)
-        await conn.add_listener(CACHE_CHANNEL, self._notified)
+        try:
+            await conn.add_listener(CACHE_CHANNEL, self._notified)
+        except BaseException:
+            conn.terminate()
+            raise
         conn.add_termination_listener(self._lost)
         self._listener = conn
         self._moved(*TOPICS)  # notifications sent while nobody listened are lost
@@ -288,7 +294,7 @@ class PostgresDatabase(Database):
             try:
                 await self._listen()
                 return
-            except (OSError, asyncpg.PostgresError) as exc:
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("cache notifications: reconnecting failed (%s); retrying", exc)
                 await asyncio.sleep(LISTEN_RETRY_S)
 
