@@ -20,7 +20,7 @@ from gateway.ids import new_id, now_ms
 from gateway.routes.common import api, json_response, query_params, relayed, stream_file
 from gateway.services import Services, services, user_id
 from gateway.store import resources
-from gateway.store.attachments import RESOURCE_SOURCE, Intent, new_mapping
+from gateway.store.attachments import Intent
 from gateway.store.cursors import decode_cursor, encode_cursor
 from gateway.store.resources import Resource
 from gateway.upstream.flavors import AddScope, flavor_for
@@ -138,11 +138,7 @@ async def upload(request: Request) -> Response:
     )
     intent = Intent(
         id=new_id("int"), user_id=caller, kind="resource_upload",
-        mappings=[new_mapping(
-            user_id=caller, app_id=app_id, project_id=project_id, session_id=session_id,
-            name=display, content_type=content_type, internal_uri=resource.internal_uri,
-            source=RESOURCE_SOURCE, resource_id=resource_id, sha256=resource.sha256,
-        )],
+        mappings=[resources.mapping_of(resource)],
         folders=[folder],
         resource=resources.row_values(resource),
     )

@@ -186,14 +186,18 @@ async def leftover_intents(db: Database) -> list[Intent]:
 
 async def _apply(tx: Transaction, intent: Intent) -> None:
     created = now_ms()
-    resource = intent.resource
-    if resource is not None:
-        await tx.execute(
-            f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)}) "
-            f"VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT DO NOTHING",
-            [resource[column] for column in RESOURCE_COLUMNS],
-        )
+    if intent.resource is not None:
+        await insert_resource_row(tx, intent.resource)
     await insert_mappings(tx, intent.mappings, created)
+
+
+async def insert_resource_row(tx: Transaction, values: dict[str, Any]) -> int:
+    """A `resources` row from its column values; 0 when a row with its id exists already."""
+    return await tx.execute(
+        f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT (id) DO NOTHING",
+        [values[column] for column in RESOURCE_COLUMNS],
+    )
 
 
 async def insert_mappings(

@@ -8,9 +8,10 @@ from typing import Any
 
 from gateway.ids import now_ms
 from gateway.store.attachments import (
-    RESOURCE_COLUMNS,
     RESOURCE_SOURCE,
+    AttachmentMapping,
     insert_mappings,
+    insert_resource_row,
     new_mapping,
 )
 from gateway.store.cursors import Cursor
@@ -43,7 +44,7 @@ def _resource(row: Row) -> Resource:
 
 
 def row_values(resource: Resource) -> dict[str, Any]:
-    """Named parameters for inserting the row (used by the upload intent)."""
+    """The row's column values (`insert_resource_row`; kept in the upload intent)."""
     values = dict(resource.__dict__)
     values["metadata"] = json.dumps(resource.metadata, ensure_ascii=False)
     return values
@@ -105,33 +106,25 @@ async def mark_deleted(db: Database, user_id: str, resource_id: str) -> bool:
     return bool(changed)
 
 
-async def ensure_mapping(db: Database, resource: Resource) -> None:
-    """Repair a resource's mapping (duplicate uploads make sure it exists)."""
-    mapping = new_mapping(
+def mapping_of(resource: Resource) -> AttachmentMapping:
+    """The attachment mapping that makes a resource findable by search."""
+    return new_mapping(
         user_id=resource.user_id, app_id=resource.app_id, project_id=resource.project_id,
         session_id=resource.session_id, name=resource.name,
         content_type=resource.content_type, internal_uri=resource.internal_uri,
         source=RESOURCE_SOURCE, resource_id=resource.id, sha256=resource.sha256,
     )
+
+
+async def ensure_mapping(db: Database, resource: Resource) -> None:
+    """Repair a resource's mapping (duplicate uploads make sure it exists)."""
     async with db.write() as tx:
-        await insert_mappings(tx, [mapping], now_ms())
+        await insert_mappings(tx, [mapping_of(resource)], now_ms())
 
 
 async def insert(db: Database, resource: Resource) -> None:
     """Keep a file the gateway itself made as the user's resource, with its mapping; a resource
     with this id already kept is left as it is."""
-    mapping = new_mapping(
-        user_id=resource.user_id, app_id=resource.app_id, project_id=resource.project_id,
-        session_id=resource.session_id, name=resource.name,
-        content_type=resource.content_type, internal_uri=resource.internal_uri,
-        source=RESOURCE_SOURCE, resource_id=resource.id, sha256=resource.sha256,
-    )
     async with db.write() as tx:
-        values = row_values(resource)
-        created = await tx.execute(
-            f"INSERT INTO resources ({', '.join(RESOURCE_COLUMNS)})"
-            f" VALUES ({', '.join('?' for _ in RESOURCE_COLUMNS)}) ON CONFLICT (id) DO NOTHING",
-            [values[column] for column in RESOURCE_COLUMNS],
-        )
-        if created:
-            await insert_mappings(tx, [mapping], now_ms())
+        if await insert_resource_row(tx, row_values(resource)):
+            await insert_mappings(tx, [mapping_of(resource)], now_ms())
