@@ -11,6 +11,10 @@ import respx
 
 from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
+from gateway.ids import new_id
+from gateway.store import attachments
+from gateway.store.attachments import Intent, new_mapping
+from gateway.store.database import Database
 from tests import databases
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -99,3 +103,16 @@ def stored_uri(settings: Settings, relative: str) -> str:
     if settings.storage.files:
         return f"{settings.storage.files.rstrip('/')}/{relative}"
     return (Path(settings.storage.root).resolve() / relative).as_uri()
+
+
+async def add_mappings(db: Database, user: str, session: str, *names: str) -> None:
+    """What an add by `user` to `session` records: the session claimed, and a mapping of a
+    client URI per name in `names` (none: the claim alone)."""
+    intent = Intent(id=new_id("int"), user_id=user, kind="memory_add")
+    for name in names:
+        intent.mappings.append(new_mapping(
+            user_id=user, app_id="default", project_id="default", session_id=session,
+            name=name, content_type="image/png", internal_uri=f"https://cdn.example/{name}",
+            source="memory_add_uri"))
+    await attachments.begin_intent(db, intent, ("default", "default", session))
+    await attachments.commit_intent(db, intent)

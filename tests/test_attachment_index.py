@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from gateway.search.index import AttachmentIndex
-from gateway.store import attachments
-from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, database_for
 from gateway.store.sqlite import SqliteDatabase
 from tests import databases
+from tests.attachment_helpers import add_mappings as add
 from tests.databases import eventually
 
 pytestmark = pytest.mark.both_databases
@@ -32,18 +31,6 @@ async def sqlite_db(tmp_path: Path):  # type: ignore[no-untyped-def]
     await database.open()
     yield database
     await database.close()
-
-
-async def add(db: Database, user: str, session: str, *names: str) -> None:
-    intent = Intent(id=f"int_{user}_{session}_{len(names)}_{names[0]}", user_id=user,
-                    kind="memory_add")
-    for name in names:
-        intent.mappings.append(new_mapping(
-            user_id=user, app_id="default", project_id="default", session_id=session,
-            name=name, content_type="image/png", internal_uri=f"https://cdn.example/{name}",
-            source="memory_add_uri"))
-    await attachments.begin_intent(db, intent, ("default", "default", session))
-    await attachments.commit_intent(db, intent)
 
 
 def names_in(lookup: tuple, session: str) -> list[str]:  # type: ignore[type-arg]

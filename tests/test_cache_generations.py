@@ -17,10 +17,10 @@ import pytest
 from gateway.errors import Unauthorized
 from gateway.identity.auth import Authenticator, generate_key, hash_secret
 from gateway.search.index import AttachmentIndex
-from gateway.store import attachments, keys
-from gateway.store.attachments import Intent, new_mapping
+from gateway.store import keys
 from gateway.store.database import TOPICS, Database, database_for
 from tests import databases
+from tests.attachment_helpers import add_mappings as claim
 from tests.databases import eventually
 
 pytestmark = pytest.mark.both_databases
@@ -60,18 +60,6 @@ async def settled(db: Database, other: Database, topic: str = "sessions") -> Non
     async def moved() -> bool:
         return db.generation(topic) != before
     assert await eventually(moved)
-
-
-async def claim(db: Database, user: str, session: str, *names: str) -> None:
-    """An add by `user` to `session` with attachments named `names` (or none)."""
-    intent = Intent(id=f"int_{user}_{session}_{len(names)}", user_id=user, kind="memory_add")
-    for name in names:
-        intent.mappings.append(new_mapping(
-            user_id=user, app_id="default", project_id="default", session_id=session,
-            name=name, content_type="image/png", internal_uri=f"https://cdn.example/{name}",
-            source="memory_add_uri"))
-    await attachments.begin_intent(db, intent, ("default", "default", session))
-    await attachments.commit_intent(db, intent)
 
 
 async def new_key(db: Database, user: str) -> tuple[str, str]:

@@ -15,9 +15,10 @@ import pytest
 
 from gateway.store import keys, postgresql
 from gateway.store.postgresql import PostgresDatabase, written_topics
+from tests.attachment_helpers import add_mappings as claim
 from tests.databases import eventually
 from tests.postgres_server import PostgresServer
-from tests.test_cache_generations import claim, new_key, settled
+from tests.test_cache_generations import new_key, settled
 
 
 @pytest.fixture

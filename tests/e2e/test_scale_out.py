@@ -26,8 +26,8 @@ import pytest
 from gateway.attachments.recovery import RECOVERY_INTERVAL_S
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.ids import now_ms
-from gateway.store.database import migrate
 from tests import databases
+from tests.conftest import BACKENDS
 from tests.postgres_server import PostgresServer
 from tests.processes import ROOT, GatewayProcess, dev_engine, gateway
 from tests.s3_server import S3Server, objects
@@ -347,15 +347,11 @@ def children(pid: int) -> list[int]:
     return sorted(int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
 def test_workers_share_one_port_and_a_dead_worker_is_replaced(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, shared_database: str
 ) -> None:
-    if backend == "postgresql":
-        url = request.getfixturevalue("postgres").create_database()
-    else:
-        url = str(tmp_path / "gw.db")
-        migrate(url)  # the key below is written before the workers start
+    url = shared_database  # migrated: the key below is written before the workers start
     with dev_engine(tmp_path / "engine") as engine_url, gateway(
         tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2", **on_database(url, tmp_path)
     ) as gw:

@@ -19,10 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.store.database import migrate
+from tests.conftest import BACKENDS
 from tests.processes import ROOT, GatewayProcess, dev_engine, gateway
 
 pytestmark = pytest.mark.e2e
+BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
 
 DELIVERY_S = 10.0
 
@@ -32,16 +33,11 @@ def status(gw: GatewayProcess, token: str) -> int:
                      timeout=30).status_code
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@BOTH_DATABASES
 def test_a_key_revoked_with_the_cli_is_refused_by_every_process_at_once(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, shared_database: str
 ) -> None:
-    if backend == "postgresql":
-        url = request.getfixturevalue("postgres").create_database()
-    else:
-        url = str(tmp_path / "gw.db")
-    migrate(url)
-    shared = {"MEMORY_GATEWAY_STORAGE_DATABASE": url,
+    shared = {"MEMORY_GATEWAY_STORAGE_DATABASE": shared_database,
               "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp_path / "storage"),
               "MEMORY_GATEWAY_AUTH_KEY_CACHE_TTL_S": "3600"}
     with ExitStack() as stack:
@@ -63,18 +59,13 @@ def test_a_key_revoked_with_the_cli_is_refused_by_every_process_at_once(
             assert status(gw, kept) == 200  # the other key is untouched
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@BOTH_DATABASES
 def test_retries_of_one_message_through_two_processes_append_it_once(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+    tmp_path: Path, shared_database: str
 ) -> None:
     """SPEC §10's idempotency across processes: 20 concurrent posts of one `clientMessageId`,
     half through each gateway, store one message; a different body under the key is a 409."""
-    if backend == "postgresql":
-        url = request.getfixturevalue("postgres").create_database()
-    else:
-        url = str(tmp_path / "gw.db")
-    migrate(url)
-    shared = {"MEMORY_GATEWAY_STORAGE_DATABASE": url,
+    shared = {"MEMORY_GATEWAY_STORAGE_DATABASE": shared_database,
               "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp_path / "storage")}
     with ExitStack() as stack:
         engine_url = stack.enter_context(dev_engine(tmp_path / "engine"))
