@@ -195,19 +195,21 @@ async def _notifications_arrive(url: str) -> bool:
     """Whether a NOTIFY on the gateway's cache channel reaches a LISTEN on another connection:
     what keeps the processes' caches in step (gateway/store/postgresql.py). A pooler in
     transaction mode (PgBouncer's default) drops LISTEN."""
-    listener = await asyncpg.connect(url, timeout=5)
-    sender = await asyncpg.connect(url, timeout=5)
     arrived = asyncio.Event()
+    listener = await asyncpg.connect(url, timeout=5)
     try:
         await listener.add_listener(postgresql.CACHE_CHANNEL, lambda *_: arrived.set())
-        await sender.execute("SELECT pg_notify($1, 'doctor')", postgresql.CACHE_CHANNEL)
+        sender = await asyncpg.connect(url, timeout=5)
+        try:
+            await sender.execute("SELECT pg_notify($1, 'doctor')", postgresql.CACHE_CHANNEL)
+        finally:
+            await sender.close()
         try:
             await asyncio.wait_for(arrived.wait(), NOTIFY_WAIT_S)
         except TimeoutError:
             return False
         return True
     finally:
-        await sender.close()
         await listener.close()
 
 
@@ -223,7 +225,7 @@ def _check_postgresql(url: str, migrate: str) -> Iterator[Check]:
     yield Check(OK, "database", f"{shown}: PostgreSQL {version} reachable")
     try:
         arrived = run_sync(_notifications_arrive(url))
-    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         arrived, detail = False, f"cannot LISTEN: {exc}"
     else:
         detail = f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s"
