@@ -39,7 +39,8 @@ def path_of(uri: str) -> Path:
     return Path(unquote(urlsplit(uri).path))
 
 
-def on_database(url: str, root: Path) -> dict[str, str]:
+def storage_env(url: str, root: Path) -> dict[str, str]:
+    """A gateway process on the database `url`, keeping its files under `root`."""
     return {"MEMORY_GATEWAY_STORAGE_DATABASE": url, "MEMORY_GATEWAY_STORAGE_ROOT": str(root)}
 
 
@@ -113,7 +114,7 @@ def test_two_gateways_give_a_contested_new_session_exactly_one_owner(
 ) -> None:
     """Two gateways on one PostgreSQL and S3 (as deployed behind a load balancer)."""
     url = postgres.create_database()
-    shared = {**on_database(url, tmp_path / "storage"), **Files(tmp_path, s3_server).env()}
+    shared = {**storage_env(url, tmp_path / "storage"), **Files(tmp_path, s3_server).env()}
     with ExitStack() as stack:
         engine_url = stack.enter_context(dev_engine(tmp_path / "engine"))
         gateways: list[GatewayProcess] = [
@@ -207,7 +208,7 @@ def test_a_gateway_killed_mid_add_loses_and_duplicates_nothing(
     load balancer would send them), which settles what a left."""
     files = Files(tmp_path, request.getfixturevalue("s3_server") if files_on == "s3" else None)
     url = postgres.create_database()
-    shared = {**on_database(url, files.root), **files.env()}
+    shared = {**storage_env(url, files.root), **files.env()}
     log_b = tmp_path / "b.log"
     sent: list[Sent] = []
     lock = threading.Lock()
@@ -353,7 +354,7 @@ def test_workers_share_one_port_and_a_dead_worker_is_replaced(
 ) -> None:
     url = shared_database  # migrated: the key below is written before the workers start
     with dev_engine(tmp_path / "engine") as engine_url, gateway(
-        tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2", **on_database(url, tmp_path)
+        tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2", **storage_env(url, tmp_path)
     ) as gw:
         key = new_key(url, "alice")
         with httpx.Client(base_url=gw.url, timeout=30,
