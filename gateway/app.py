@@ -74,7 +74,6 @@ class Gateway:
         rules.owns_agent = agents.owns_agent(db)
         rules.session_owner = partial(attachment_store.session_owner, db)
         rules.claim_session = partial(attachment_store.claim_session, db)
-        rules.is_user = partial(keys.user_exists, db)
         flavor = flavor_for(settings)
         table = flavor.routes.with_routes(parse_allowed(entry)
                                           for entry in settings.upstream.allow_paths)

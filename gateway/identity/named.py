@@ -22,17 +22,21 @@ class Named:
     """Every id a request names, in order: (kind, where, value). `where` is the error's
     `field`: a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`."""
 
-    __slots__ = ("ids", "app_id", "project_id")
+    __slots__ = ("ids", "app_id", "project_id", "scopes")
 
     def __init__(self, app_id: str = "default", project_id: str = "default",
-                 ids: list[tuple[str, str, Any]] | None = None) -> None:
+                 ids: list[tuple[str, str, Any]] | None = None,
+                 scopes: set[str] | None = None) -> None:
         self.ids: list[tuple[str, str, Any]] = [] if ids is None else ids
         self.app_id = app_id
         self.project_id = project_id
+        # The `where` of each id through which the engine bounds the route (its route model):
+        # only these make a read "scoped" to the caller.
+        self.scopes: set[str] = set() if scopes is None else scopes
 
     def of(self, *kinds: str) -> list[tuple[str, Any]]:
         return [(where, value) for kind, where, value in self.ids if kind in kinds]
 
     def only(self, *kinds: str) -> Named:
         return Named(self.app_id, self.project_id,
-                     [entry for entry in self.ids if entry[0] in kinds])
+                     [entry for entry in self.ids if entry[0] in kinds], set(self.scopes))

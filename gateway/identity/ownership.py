@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.errors import Forbidden, SessionOwnedByAnotherUser
+from gateway.errors import Forbidden, NotFound, SessionOwnedByAnotherUser
 from gateway.identity.named import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
 
 if TYPE_CHECKING:
@@ -28,10 +28,6 @@ async def _no_agents(user_id: str, agent_id: str) -> bool:
 
 async def _no_sessions(app_id: str, project_id: str, session_id: str) -> str | None:
     return None
-
-
-async def _no_users(user_id: str) -> bool:
-    return False
 
 
 async def _no_claims(user_id: str, app_id: str, project_id: str, session_id: str) -> None:
@@ -67,36 +63,8 @@ class OwnershipRules:
     owns_agent: AgentCheck = _no_agents
     session_owner: SessionOwner = _no_sessions
     claim_session: SessionClaim = _no_claims
-    # Whether an id is a user's: MemOS names each user's own cube after the user.
-    is_user: Callable[[str], Awaitable[bool]] = _no_users
     # Body keys that name a session (mem0 calls it `run_id`); set at assembly from the flavour.
     session_keys: tuple[str, ...] = ("session_id",)
-
-    async def check_body(self, body: Any, user_id: str) -> None:
-        if not isinstance(body, Mapping):
-            return
-        await self.check_ids(body.get("user_id"), body.get("agent_id"), user_id)
-        filters = body.get("filters")
-        if filters is not None:
-            await self.check_filters(filters, body, user_id)
-        messages = body.get("messages")
-        if isinstance(messages, list):
-            for index, message in enumerate(messages):
-                if not isinstance(message, Mapping) or message.get("role") != "user":
-                    continue
-                sender = message.get("sender_id")
-                if sender is not None and sender != user_id:
-                    raise Forbidden(
-                        f"messages[{index}].sender_id must be the authenticated user",
-                        field=f"messages[{index}].sender_id",
-                    )
-        for key in self.session_keys:
-            session_id = body.get(key)
-            if isinstance(session_id, str) and session_id:
-                await self.check_session(
-                    _scope_value(body, "app_id"), _scope_value(body, "project_id"), session_id,
-                    user_id,
-                )
 
     async def check_filters(self, filters: Any, body: Mapping[str, Any], user_id: str) -> None:
         """Every user, agent and session a filter tree names, AND/OR lists and operators included.
@@ -131,50 +99,58 @@ class OwnershipRules:
                 elif isinstance(value, Mapping | list):
                     stack.append(value)
 
-    async def check_named(self, named: Named, user_id: str) -> bool:
-        """SPEC §3 on every id a request names (403 on the first that is not the caller's).
+    async def check_named(self, named: Named, user_id: str, *, claims: bool = False) -> bool:
+        """SPEC §3 on every id a request names (403 / 404 on the first that is not the caller's).
 
-        True when the request is bounded to the caller: it names the caller, one of the
-        caller's agents, or a session, group or cube the caller owns.
+        True when the request is bounded to the caller through a field its route model says
+        the engine filters by (`named.scopes`): that field names the caller, one of the
+        caller's agents, or a session, group or cube the caller owns. An empty list names no
+        one and bounds nothing. On a route that claims (an add), a session, group or cube of
+        another user is a 403; elsewhere one that is not the caller's is a 404 whether it is
+        another user's or no one's, so the answer tells nothing of other users.
         """
         scoped = False
         for kind, where, value in named.ids:
+            pins = where in named.scopes
             if kind in (USER, SENDER) and type(value) is str:  # the usual case, checked fast
                 if value != user_id:
                     raise Forbidden(f"{where} must be the authenticated user", field=where)
-                scoped = True
+                scoped = scoped or pins
             elif kind in (USER, SENDER):
-                for one in _values(value, where):
+                ones = _values(value, where)
+                for one in ones:
                     if one != user_id:
                         raise Forbidden(f"{where} must be the authenticated user", field=where)
-                scoped = True
+                scoped = scoped or (pins and bool(ones))
             elif kind == AGENT:
-                for one in _values(value, where):
+                ones = _values(value, where)
+                for one in ones:
                     if not isinstance(one, str) or not await self.owns_agent(user_id, one):
                         raise Forbidden(f"{where} is not one of your agents", field=where)
-                scoped = True
-            elif kind == FILTERS:
-                scoped = await self.check_filter_tree(value, named, user_id) or scoped
+                scoped = scoped or (pins and bool(ones))
+            elif kind == FILTERS:  # an unmodelled route (upstream.allow_paths): checked, never scoping
+                await self.check_filter_tree(value, named, user_id)
             else:
-                scoped = await self._check_owned(kind, value, named, user_id) or scoped
+                mine = await self._check_owned(kind, value, named, user_id, claims)
+                scoped = scoped or (pins and mine)
         return scoped
 
-    async def _check_owned(self, kind: str, value: Any, named: Named, user_id: str) -> bool:
-        """Sessions, groups and cubes: never another user's; True when one is the caller's."""
+    async def _check_owned(self, kind: str, value: Any, named: Named, user_id: str,
+                           claims: bool) -> bool:
+        """Sessions, groups and cubes: True when every one named is the caller's."""
         app_id, project_id = _owner_scope(kind, named)
-        mine = False
-        for one in value if isinstance(value, list) else [value]:
-            if not isinstance(one, str) or not one:
-                continue
-            if kind == CUBE and one == user_id:
-                mine = True  # MemOS's per-user cube: the caller's own id
-                continue
+        ones = [one for one in (value if isinstance(value, list) else [value])
+                if isinstance(one, str) and one]
+        mine = bool(ones)
+        for one in ones:
             owner = await self.session_owner(app_id, project_id, one)
-            if owner is None and kind == CUBE and await self.is_user(one):
-                owner = one  # another user's own cube
-            if owner is not None and owner != user_id:
+            if owner == user_id:
+                continue
+            if not claims:
+                raise NotFound(f"no such {_NOUNS.get(kind, kind)}")
+            if owner is not None:
                 raise SessionOwnedByAnotherUser()
-            mine = mine or owner == user_id
+            mine = False  # no one's yet: the add claims it
         return mine
 
     async def claim(self, named: Named, user_id: str) -> None:
@@ -184,7 +160,7 @@ class OwnershipRules:
                 continue  # an add claims what its body names
             app_id, project_id = _owner_scope(kind, named)
             for one in value if isinstance(value, list) else [value]:
-                if isinstance(one, str) and one and not (kind == CUBE and one == user_id):
+                if isinstance(one, str) and one:
                     await self.claim_session(user_id, app_id, project_id, one)
 
     async def check_filter_tree(self, filters: Any, named: Named, user_id: str) -> bool:
@@ -209,6 +185,7 @@ class OwnershipRules:
 
 
 _AND = ("AND", "and", "$and")
+_NOUNS = {SESSION: "session", GROUP: "group", CUBE: "cube"}
 
 
 def _owner_scope(kind: str, named: Named) -> tuple[str, str]:

@@ -112,7 +112,7 @@ async def _json_body(request: Request, entry: EngineRoute
                                field="body")
     target: Target | None = request.scope.get(TARGET_KEY)
     named = named_in(entry, payload, target.query if target else {}, {})
-    scoped = await svc.rules.check_named(named, caller)
+    scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
     if entry.claims and named.of(GROUP, CUBE):

@@ -97,7 +97,7 @@ class Proxy:
                     params: dict[str, str], user_id: str) -> None:
         """The one identity policy, on every id the request names (403 / 422, nothing sent)."""
         named = named_in(route, payload, target.query, params)
-        scoped = await self.rules.check_named(named, user_id)
+        scoped = await self.rules.check_named(named, user_id, claims=route.claims)
         if route.scoped and not scoped:
             raise UserIdRequired(field="user_id")
         if isinstance(payload, dict) and isinstance(payload.get("messages"), list):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 # What a field names, and every id a request names (re-exported for the tables).
@@ -27,6 +27,9 @@ from gateway.identity.named import (
     USER,
     Named,
 )
+
+if TYPE_CHECKING:
+    from gateway.upstream.models import RouteModel
 
 __all__ = ["AGENT", "CUBE", "FILTERS", "GROUP", "KINDS", "SENDER", "SESSION", "USER", "Named"]
 
@@ -89,6 +92,10 @@ class EngineRoute:
     owner_probe: str | None = None
     handled: str = ""  # ADD | SEARCH: answered by the gateway's own handler
     note: str = ""
+    # How the engine parses this route (gateway/upstream/models.py): when given, it alone says
+    # which fields are ids and which scope the route; GENERIC_FIELDS are for unmodelled
+    # entries (`upstream.allow_paths`) only.
+    model: RouteModel | None = None
     segments: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
     wildcard: bool = field(init=False, repr=False, compare=False)
     # What `named_in` reads, by place: top-level body keys and query names → their kinds, then
@@ -100,6 +107,8 @@ class EngineRoute:
 
     def __post_init__(self) -> None:
         assert self.pattern.startswith("/"), self.pattern
+        if self.model is not None and self.model.scoped:
+            object.__setattr__(self, "scoped", True)
         parts = [part for part in self.pattern.split("/") if part]
         wildcard = bool(parts) and parts[-1] == "*"
         if wildcard:
@@ -166,6 +175,8 @@ class EngineRoute:
 
     def checked_fields(self) -> tuple[Field, ...]:
         """The table's fields first, then every generic one it does not already name."""
+        if self.model is not None:
+            return self.fields
         own = {(f.where, f.key) for f in self.fields}
         return self.fields + tuple(f for f in GENERIC_FIELDS if (f.where, f.key) not in own)
 
@@ -248,7 +259,12 @@ def _scope_value(body: Any, query: Mapping[str, list[str]], key: str) -> str:
 
 def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
              params: Mapping[str, str]) -> Named:
-    """What `route` names in a parsed body, a decoded query (every value) and path parameters."""
+    """What `route` names in a parsed body, a decoded query (every value) and path parameters.
+
+    A modelled route is validated as its engine parses it first (422 on what it refuses).
+    """
+    if route.model is not None:
+        return route.model.read(body, query, params)
     named = Named()
     ids = named.ids
     if isinstance(body, dict):

@@ -25,6 +25,7 @@ from gateway.attachments.add_body import (
 from gateway.config import FLAVOR_PATHS, UpstreamSettings
 from gateway.ids import now_ms
 from gateway.search.items import FoundItem
+from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import EngineRoute, RouteTable
 
 ADD = "add"
@@ -161,12 +162,13 @@ class NativeRoute:
     # The answer can hold many users' items and is not filtered by session alone (the engine
     # scopes by user, not by the gateway's sessions): the body must name the caller.
     scoped: bool = False
+    model: RouteModel | None = None  # how the engine parses it (gateway/upstream/models.py)
 
     @property
     def entry(self) -> EngineRoute:
         """This route as a table entry: the identity policy and docs/engines.md read it."""
         return EngineRoute("POST", self.path, scoped=self.scoped, claims=self.kind == ADD,
-                           handled=self.kind, note=f"{self.dialect.name} API")
+                           handled=self.kind, note=f"{self.dialect.name} API", model=self.model)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Any
 from gateway.attachments.add_body import AttachmentItem
 from gateway.search.items import FoundItem, find_items
 from gateway.upstream.flavors.base import ADD, SEARCH, AddScope, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors import everos_models as models
+from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import USER, EngineRoute, fields
 
 
@@ -36,22 +38,32 @@ class EverosV2(Dialect):
 
 EVEROS_V2 = EverosV2()
 
-HEALTH = EngineRoute("GET", "/health", note="liveness; names no one")
+HEALTH = EngineRoute("GET", "/health", note="liveness; names no one",
+                     model=RouteModel(source="everos/entrypoints/api/routes/health.py"))
 
 
 def everos_v2_routes(version: str) -> tuple[EngineRoute, ...]:
-    """The v2 memory API past add and search (and its `/api/v1/memory/...` aliases)."""
-    base = f"/api/{version}/memory"
+    """EverOS 1.5.1's memory API past add and search, under `/api/v2` and its `/api/v1` alias.
+
+    The engine serves no delete and no edit. Its knowledge base, `/ome/trigger`,
+    `/cascade/quiesce` and `/metrics` are engine-wide (no owner): closed.
+    """
+    base = f"/api/{version}"
     return (
-        EngineRoute("POST", f"{base}/flush", note="one session's extraction"),
-        EngineRoute("POST", f"{base}/get", scoped=True, note="pages of one user's memories"),
-        EngineRoute("POST", f"{base}/delete", scoped=True, note="soft-delete by scope"),
-        EngineRoute("POST", f"{base}/edit", scoped=True, note="a user's profile edits"),
+        EngineRoute("POST", f"{base}/memory/flush", model=models.FLUSH,
+                    note="one session's extraction; the session must be the caller's"),
+        EngineRoute("POST", f"{base}/memory/get", model=models.GET,
+                    note="pages of one owner's memories (user_id or agent_id)"),
+        EngineRoute("GET", f"{base}/tasks", model=models.TASKS,
+                    note="accepted async adds of one session of the caller's"),
+        EngineRoute("GET", f"{base}/tasks/{{task_id}}", model=models.TASK,
+                    note="one async add's status by its random request id; no content"),
     )
 
 
 # EverMemOS v0 (the `evermemos` SDK): one message per add, `sender` is the owner and
 # `group_id` the conversation (a session); reads take their ids in the query (or a GET body).
+# Not served by EverOS 1.x: kept for the Cloud table only.
 EVERMEMOS_V0: tuple[EngineRoute, ...] = (
     EngineRoute("POST", "/api/v0/memories", fields(USER, "body.sender"), claims=True,
                 note="add one message; sender = caller, group_id claimed"),
@@ -67,11 +79,15 @@ FLAVOR = Flavor(
     name="everos",
     dialect=EVEROS_V2,
     native=(
-        NativeRoute("/api/v2/memory/add", ADD, EVEROS_V2, follows_config=True),
-        NativeRoute("/api/v1/memory/add", ADD, EVEROS_V2, follows_config=True),
-        NativeRoute("/api/v2/memory/search", SEARCH, EVEROS_V2, follows_config=True),
-        NativeRoute("/api/v1/memory/search", SEARCH, EVEROS_V2, follows_config=True),
+        NativeRoute("/api/v2/memory/add", ADD, EVEROS_V2, follows_config=True,
+                    model=models.ADD),
+        NativeRoute("/api/v1/memory/add", ADD, EVEROS_V2, follows_config=True,
+                    model=models.ADD),
+        NativeRoute("/api/v2/memory/search", SEARCH, EVEROS_V2, follows_config=True,
+                    model=models.SEARCH),
+        NativeRoute("/api/v1/memory/search", SEARCH, EVEROS_V2, follows_config=True,
+                    model=models.SEARCH),
     ),
-    table=(*everos_v2_routes("v2"), *everos_v2_routes("v1"), *EVERMEMOS_V0, HEALTH),
+    table=(*everos_v2_routes("v2"), *everos_v2_routes("v1"), HEALTH),
     reads_local_files=True,
 )
