@@ -36,7 +36,7 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import agents, keys
+from gateway.store import agents
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService

@@ -35,6 +35,7 @@ from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.services import Services, request_id, services, user_id
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import AddScope, everos_scope
 from gateway.upstream.headers import upstream_headers
 from gateway.upstream.json_body import strict_json
@@ -49,8 +50,8 @@ SEARCH_PATH = "/memories/search"
 SOURCE_URI = "memory_add_uri"
 SOURCE_BASE64 = "memory_add_base64"
 # The gateway's own add and search, under the same identity policy as every engine route.
-OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD)
-OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH)
+OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD, model=models.OWN_ADD)
+OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH, model=models.OWN_SEARCH)
 
 
 class AddRequest(BaseModel):

@@ -90,8 +90,10 @@ class Proxy:
         if route.owner_probe is not None:
             await self.probe_owner(route.owner_probe, params, scope, user_id, request_id)
         path = route.render(params)
+        # A modelled route's engine reads no query string unless its model says so: none is sent.
+        reads_query = route.model is None or route.model.query is not None
         await self.forward(scope, send, user_id, request_id, body, path,
-                           target.upstream_query())
+                           target.upstream_query() if reads_query else "")
 
     async def check(self, route: EngineRoute, payload: Any, target: Target,
                     params: dict[str, str], user_id: str) -> None:
