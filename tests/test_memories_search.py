@@ -273,3 +273,19 @@ async def test_the_scanner_answers_everos_pages_unless_turned_off(
         assert len(pages) == 2 and all(page is not None for page in pages)
     else:
         assert pages == []
+
+
+async def test_profiles_and_agent_cases_get_content_made_of_their_fields(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    """EverOS profiles and agent cases carry no text field: `content` is made of theirs."""
+    answer_search(engine, {"request_id": "r", "data": {
+        "episodes": [], "unprocessed_messages": [], "agent_skills": [],
+        "profiles": [{"id": "p1", "user_id": "alice", "profile_data": {"likes": "tea"}}],
+        "agent_cases": [{"id": "c1", "agent_id": "agt_1", "session_id": "s",
+                         "task_intent": "book a table", "approach": "called ahead",
+                         "quality_score": 0.9, "key_insight": None, "score": 0.5,
+                         "timestamp": "2026-11-30T00:00:00Z"}]}})
+    body = (await alice.post("/memories/search", json={"query": "x", "user_id": "alice"})).json()
+    contents = {r["type"]: r["content"] for r in body["results"]}
+    assert contents == {"profile": '{"likes": "tea"}', "agent_case": "book a table\ncalled ahead"}

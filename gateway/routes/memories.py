@@ -32,6 +32,7 @@ from gateway.ids import new_id
 from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_exceeds, relayed
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
+from gateway.search.items import DERIVED_CONTENT_MARKERS
 from gateway.services import Services, request_id, services, user_id
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
@@ -217,7 +218,9 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
 async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, body: bytes,
                   status: int, payload: Mapping[str, Any]) -> tuple[bytes, int]:
     """The answer's bytes with other users' sessions dropped and attachments added (SPEC §9)."""
-    scanner = dialect.page_scan and svc.settings.server.native_search
+    scanner = dialect.page_scan and svc.settings.server.native_search and (
+        # The scanner copies a text field; profiles and agent cases get theirs made in Python.
+        native or not any(marker in body for marker in DERIVED_CONTENT_MARKERS))
     page = page_scan.scan(body, native) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
         foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
