@@ -69,13 +69,17 @@ class FoundItem:
 
 
 # EverOS items with no text field of their own (`memory/search/dto.py`): a profile is its
-# `profile_data`, an agent case its intent, approach and insight.
+# `profile_data.summary` (else the whole `profile_data`), an agent case its intent, approach
+# and insight.
 DERIVED_CONTENT_MARKERS = (b'"profile_data"', b'"task_intent"')
 
 
 def derived_content(raw: dict[str, Any]) -> str | None:
     profile = raw.get("profile_data")
     if isinstance(profile, dict):
+        summary = profile.get("summary")
+        if isinstance(summary, str) and summary:
+            return summary
         return json.dumps(profile, ensure_ascii=False, sort_keys=True)
     parts = [raw.get(key) for key in ("task_intent", "approach", "key_insight")]
     texts = [part for part in parts if isinstance(part, str) and part]

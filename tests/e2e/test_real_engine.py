@@ -110,13 +110,14 @@ def test_add_with_images_then_flush_then_search_attaches_the_files(
     # Where SPEC §7 keeps an upload: the caller's own storage, which an add may name.
     map_uri = (front.storage / "alice" / "resources" / uploaded.json()["id"] / "map.png").as_uri()
     at = now_ms()
+    guide = front.alice.post("/agents", json={"name": "guide"}).json()["id"]
     added = front.alice.post("/api/v2/memory/add", json={"session_id": session, "messages": [
         message("user", "alice", [
             {"type": "text", "text": "our hike to the summit, and the trail map"},
             {"type": "image", "base64": base64.b64encode(SUMMIT).decode(), "name": "summit.png",
              "ext": "png"},
             {"type": "image", "uri": map_uri, "name": "map.png", "ext": "png"}], at),
-        message("assistant", "guide", "What a view from the summit!", at + 1000)]})
+        message("assistant", guide, "What a view from the summit!", at + 1000)]})
     assert added.status_code == 200, added.text
     assert added.json()["data"] == {"message_count": 2, "status": "accumulated"}
 
@@ -188,8 +189,10 @@ def test_memories_search_normalises_the_real_answer(front: Front, everos: Everos
     answer = results(want=lambda rs: any(r["type"] == "profile" for r in rs))
     [profile] = [r for r in answer["results"] if r["type"] == "profile"]
     assert profile["raw"]["user_id"] == "alice" and profile["raw"]["profile_data"]["explicit_info"]
-    # No session, so no attachments; and no top-level text (see test_everos_recordings.py).
-    assert (profile["session_id"], profile["attachments"], profile["content"]) == (None, [], None)
+    # No session, so no attachments; its text is the profile's summary.
+    assert (profile["session_id"], profile["attachments"]) == (None, [])
+    assert profile["content"] == profile["raw"]["profile_data"].get("summary", profile["content"])
+    assert profile["content"]
 
 
 def test_the_engine_makes_an_assistant_sender_the_owner_of_agent_memory(
