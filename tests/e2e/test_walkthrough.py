@@ -54,7 +54,11 @@ def pattern(expected: str) -> re.Pattern[str]:
     return re.compile(".*?".join(re.escape(piece) for piece in expected.split("…")))
 
 
-def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["dev", "everos"])
+def test_readme_walkthrough_runs_as_written(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """On the built-in dev engine (what `scripts/run` starts) and on the real EverOS 1.5.1."""
     assert shutil.which("curl") and shutil.which("jq"), "the walk-through needs curl and jq"
     blocks = walkthrough_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(blocks) == 4
@@ -72,6 +76,8 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp_path / "storage" / "_dev_engine.db"),
         "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
     })
+    if engine == "everos":
+        env["MEMORY_GATEWAY_UPSTREAM_BASE_URL"] = request.getfixturevalue("everos").url
     (tmp_path / "walkthrough.sh").write_text(script)
     # Files, not pipes: the gateway left running in the background holds them open.
     with open(tmp_path / "out", "w") as stdout, open(tmp_path / "err", "w") as stderr:
