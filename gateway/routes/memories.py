@@ -24,6 +24,7 @@ from starlette.routing import Route
 from gateway import jsonio
 from gateway.attachments import intents
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
+from gateway.attachments.fetch_guard import item_uris
 from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
@@ -42,7 +43,7 @@ from gateway.upstream.headers import upstream_headers
 from gateway.upstream.json_body import strict_json
 from gateway.upstream.proxy import TARGET_KEY
 from gateway.upstream.routes import ADD as HANDLED_ADD
-from gateway.upstream.routes import CUBE, GROUP, EngineRoute, named_in
+from gateway.upstream.routes import CUBE, GROUP, EngineRoute, Named, named_in
 from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
 from gateway.upstream.target import Target
 
@@ -101,7 +102,7 @@ class SearchResponse(BaseModel):
 
 
 async def _json_body(request: Request, entry: EngineRoute
-                     ) -> tuple[Services, str, bytes, dict[str, Any]]:
+                     ) -> tuple[Services, str, bytes, dict[str, Any], Named]:
     """The body read once as strict JSON, and the identity policy run on it (SPEC §3, §5)."""
     svc = services(request)
     caller = user_id(request)
@@ -117,10 +118,7 @@ async def _json_body(request: Request, entry: EngineRoute
     scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
-    if entry.claims and named.of(GROUP, CUBE):
-        # Sessions are claimed with the add's intent; groups and cubes here.
-        await svc.rules.claim(named.only(GROUP, CUBE), caller)
-    return svc, caller, raw, payload
+    return svc, caller, raw, payload, named
 
 
 async def _forward(request: Request, svc: Services, caller: str, path: str, raw: bytes,
@@ -139,7 +137,7 @@ async def _forward(request: Request, svc: Services, caller: str, path: str, raw:
 async def _add(request: Request, dialect: Dialect, native: bool, path: str | None,
                entry: EngineRoute = OWN_ADD) -> Response:
     """One add: `native` bodies are the engine's own, else the gateway's EverOS-shaped ones."""
-    svc, caller, raw, payload = await _json_body(request, entry)
+    svc, caller, raw, payload, named = await _json_body(request, entry)
     scope: AddScope
     items: list[AttachmentItem]
     if native:
@@ -147,10 +145,14 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
     else:
         scope, items = everos_scope(payload), attachment_items(payload)
     check_uris(items, caller, svc.settings.storage)
+    await svc.fetch_guard.check(item_uris(items))
     add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
     # Validate and decode everything before any work is done (413 / 422, nothing written).
     inline = {item.field: decode_inline(item, limit) for item in items if item.uri is None}
+    if entry.claims and named.of(GROUP, CUBE):
+        # Sessions are claimed with the add's intent; groups and cubes once the add is valid.
+        await svc.rules.claim(named.only(GROUP, CUBE), caller)
     session_id = scope.session_id
     if session_id is None:
         outgoing = _outgoing(dialect, native, payload, caller, items)
@@ -200,7 +202,7 @@ def _outgoing(dialect: Dialect, native: bool, payload: dict[str, Any], caller: s
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,
                   entry: EngineRoute = OWN_SEARCH) -> Response:
-    svc, caller, raw, payload = await _json_body(request, entry)
+    svc, caller, raw, payload, _ = await _json_body(request, entry)
     outgoing = None if native else dialect.search_payload(payload, caller)
     status, headers, body = await _forward(
         request, svc, caller, path or svc.settings.upstream.search_path, raw, outgoing

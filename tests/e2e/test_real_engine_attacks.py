@@ -60,7 +60,6 @@ def test_an_assistant_sender_naming_another_users_agent_is_refused(
     assert _buffered(everos, "alice", session) == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs the fetch guard")
 def test_an_item_naming_a_loopback_page_is_refused_and_never_fetched(
         clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine) -> None:
     alice, _ = clients

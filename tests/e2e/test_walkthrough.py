@@ -2,8 +2,10 @@
 `<!-- walk-through -->` run in order as one script (bash, curl, jq) against real processes that
 the script starts itself (`scripts/run`). Only the ports and the checkout's paths are rewritten
 (the suite must not take 8080, and the script runs from a temporary folder so that its files
-stay out of the checkout). Every `# → …` line in the blocks must match an output line, in order,
-`…` matching anything.
+stay out of the checkout), and `example.com`, the host of the walk-through's files on the web,
+is listed in `upstream.fetchable_hosts` (tests/processes.py `WEB_HOSTS`): the machine running the
+suite may have no DNS, and the fetch guard refuses a name that does not resolve. Every `# → …`
+line in the blocks must match an output line, in order, `…` matching anything.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, WEB_HOSTS, free_port
 
 pytestmark = pytest.mark.e2e
 MARKER = "<!-- walk-through -->"
@@ -75,6 +77,7 @@ def test_readme_walkthrough_runs_as_written(
         "MEMORY_GATEWAY_STORAGE_DATABASE": str(tmp_path / "storage" / "_gateway.db"),
         "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp_path / "storage" / "_dev_engine.db"),
         "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
+        "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": WEB_HOSTS,
     })
     if engine == "everos":
         env["MEMORY_GATEWAY_UPSTREAM_BASE_URL"] = request.getfixturevalue("everos").url
