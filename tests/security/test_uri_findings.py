@@ -46,6 +46,7 @@ ADD_PATHS = ("/memories/add", "/api/v2/memory/add", "/api/v1/memory/add")
 
 def add_body(uri: str, user_id: str = "bob", **extra: Any) -> dict[str, Any]:
     return {"session_id": "s1", **extra, "messages": [{"role": "user", "sender_id": user_id,
+                                                        "timestamp": 1764547200000,
                                                         "content": [
         {"type": "text", "text": "read this"},
         {"type": "html", "uri": uri, "name": "page.html"}]}]}
@@ -210,6 +211,7 @@ async def test_b_an_encoded_traversal_into_another_users_s3_prefix_is_refused(
                     f"{store}/bob/x%5C..%5C..%5C{tail}", f"{store}/bob/x\\..\\..\\{tail}"):
             response = await bob.post("/api/v2/memory/add", json={
                 "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
+                                                    "timestamp": 1764547200000,
                                                     "content": [{"type": "image", "uri": uri}]}]})
             assert response.status_code == 422, (uri, response.text)
             assert response.json()["error"]["code"] == "uri_not_allowed"
