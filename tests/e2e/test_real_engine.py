@@ -129,7 +129,7 @@ def test_add_with_images_then_flush_then_search_attaches_the_files(
                           {"query": "summit hike", "user_id": "alice"},
                           lambda a: episodes_of(a, session))
     [episode] = episodes_of(answer, session)
-    assert episode["sender_ids"] == ["alice", "guide"]
+    assert episode["sender_ids"] == ["alice", guide]
     assert "[IMAGE: summit.png]" in episode["episode"]
     assert "[IMAGE: map.png]" in episode["episode"]
     by_name = {a["name"]: a for a in episode["attachments"]}
