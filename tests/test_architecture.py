@@ -16,7 +16,7 @@ ALLOWED = {
     "search": {"store"},
     "attachments": {"store", "identity"},
     "resolution": set(),
-    "devengine": None,  # nothing of the gateway at all
+    "devengine": {"upstream"},  # only the EverOS request models it validates with
 }
 
 
@@ -54,3 +54,14 @@ def test_a_room_imports_only_the_floors_below_it(room: str) -> None:
 def test_nothing_below_the_routes_imports_them() -> None:
     for room in [*ALLOWED, "upstream", "ops"]:
         assert "routes" not in _imported_rooms(room), room
+
+
+def test_the_dev_engine_takes_only_the_engines_request_models_from_the_gateway() -> None:
+    modules = {
+        node.module
+        for path in (PACKAGE / "devengine").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module
+        and node.module.startswith("gateway.") and not node.module.startswith("gateway.devengine")
+    }
+    assert modules == {"gateway.upstream.flavors.everos_models"}
