@@ -18,6 +18,7 @@ from tests.s3_server import S3Server, objects
 pytestmark = pytest.mark.e2e
 BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
 PNG = b"\x89PNG\r\n\x1a\n" + b"e2e-bytes" * 100
+TS = 1_780_000_000_000
 
 
 def path_of(uri: str) -> Path:
@@ -39,10 +40,10 @@ def test_upload_add_search_returns_real_files(
             assert uploaded.status_code == 201, uploaded.text
             added = alice.post("/memories/add", json={
                 "session_id": "holiday", "messages": [{
-                    "role": "user", "sender_id": "alice", "content": [
-                        {"type": "text", "text": "the lighthouse at dusk"},
+                    "role": "user", "sender_id": "alice", "timestamp": TS, "content": [
+                        {"type": "text", "text": "the lighthouse at dusk, lighthouse.png"},
                         {"type": "image", "base64": base64.b64encode(PNG[::-1]).decode(),
-                         "name": "lighthouse.png"}]}]})
+                         "name": "lighthouse.png", "ext": "png"}]}]})
             assert added.status_code == 200, added.text
             flushed = alice.post("/api/v2/memory/flush", json={"session_id": "holiday"})
             assert flushed.status_code == 200, flushed.text
@@ -88,10 +89,10 @@ def test_files_on_s3_upload_add_search_download_and_delete(
             resource = uploaded.json()
             added = alice.post(gw.url + "/memories/add", json={
                 "session_id": "holiday", "messages": [{
-                    "role": "user", "sender_id": "alice", "content": [
-                        {"type": "text", "text": "the lighthouse at dusk"},
+                    "role": "user", "sender_id": "alice", "timestamp": TS, "content": [
+                        {"type": "text", "text": "the lighthouse at dusk, lighthouse.png"},
                         {"type": "image", "base64": base64.b64encode(PNG[::-1]).decode(),
-                         "name": "lighthouse.png"}]}]})
+                         "name": "lighthouse.png", "ext": "png"}]}]})
             assert added.status_code == 200, added.text
             assert alice.post(gw.url + "/api/v2/memory/flush",
                               json={"session_id": "holiday"}).status_code == 200

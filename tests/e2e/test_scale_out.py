@@ -57,7 +57,8 @@ def new_key(database: str, user: str) -> str:
 
 def add_body(user: str, session: str, text: str) -> dict[str, object]:
     return {"session_id": session, "messages": [
-        {"role": "user", "sender_id": user, "content": [{"type": "text", "text": text}]}]}
+        {"role": "user", "sender_id": user, "timestamp": now_ms(),
+         "content": [{"type": "text", "text": text}]}]}
 
 
 class Files:
@@ -172,9 +173,9 @@ def plan(user: str) -> list[tuple[str, str]]:
 def send(client: httpx.Client, user: str, kind: str, name: str, n: int) -> httpx.Response:
     if kind == "add":
         return client.post("/memories/add", json={"session_id": f"{user}-s", "messages": [{
-            "role": "user", "sender_id": user, "content": [
+            "role": "user", "sender_id": user, "timestamp": now_ms() + n, "content": [
                 {"type": "text", "text": f"picture {name}"},
-                {"type": "image", "name": name,
+                {"type": "image", "name": name, "ext": "png",
                  "base64": base64.b64encode(PNG + name.encode()).decode()}]}]})
     if kind == "upload":
         return client.post("/resources", files={"file": (name, PNG + name.encode())})

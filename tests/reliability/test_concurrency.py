@@ -43,14 +43,14 @@ def planned(i: int) -> tuple[str, str, dict[str, Any], list[tuple[str, str, str,
         return user, kind, {"url": "/memories/search",
                             "json": {"query": "photo note", "user_id": user}}, []
     session = f"{user}-s{i % 3}"  # adds of one user share sessions, so they race on them
-    inline = {"type": "image", "name": f"note-{i}.png",
+    inline = {"type": "image", "name": f"note-{i}.png", "ext": "png",
               "base64": base64.b64encode(f"inline {i}".encode() * 40).decode()}
     linked = {"type": "image", "uri": f"https://cdn.example/{user}/{i}.jpg"}
     items = [[inline], [linked], [inline, linked]][i % 3]
     expected = [(user, session, f"note-{i}.png", "memory_add_base64")] * (inline in items) + [
         (user, session, f"{i}.jpg", "memory_add_uri")] * (linked in items)
     body = {"session_id": session, "messages": [{
-        "role": "user", "sender_id": user,
+        "role": "user", "sender_id": user, "timestamp": 1_780_000_000_000 + i,
         "content": [{"type": "text", "text": f"photo note {i}"}, *items]}]}
     return user, kind, {"url": "/memories/add", "json": body}, expected
 

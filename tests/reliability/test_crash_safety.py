@@ -77,9 +77,10 @@ def search(gw: GatewayProcess, key: str, query: str) -> list[dict[str, Any]]:
 
 def test_add_killed_while_the_engine_holds_it_keeps_its_attachments(tmp_path: Path) -> None:
     body = {"session_id": "crash-add", "messages": [{
-        "role": "user", "sender_id": "alice", "content": [
-            {"type": "text", "text": "the lighthouse at dusk"},
-            {"type": "image", "base64": base64.b64encode(PNG).decode(), "name": "lighthouse.png"},
+        "role": "user", "sender_id": "alice", "timestamp": 1_780_000_000_000, "content": [
+            {"type": "text", "text": "the lighthouse at dusk: lighthouse.png, harbour.jpg"},
+            {"type": "image", "base64": base64.b64encode(PNG).decode(), "name": "lighthouse.png",
+             "ext": "png"},
             {"type": "image", "uri": "https://cdn.example/harbour.jpg"}]}]}
     key, add = kill_during_ingest(tmp_path, "/memories/add", json=body)
     [written] = user_files(tmp_path, "alice")
