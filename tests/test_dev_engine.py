@@ -569,6 +569,19 @@ async def test_scopes_and_owners_are_isolated(dev: httpx.AsyncClient) -> None:
                                         )["episodes"]] == ["b"]
 
 
+async def test_ids_are_numbered_per_app_and_project(dev: httpx.AsyncClient) -> None:
+    await add(dev, "s", message("one scope"))
+    await add(dev, "s", message("another scope"), project_id="p2")
+    await flush(dev, "s")
+    await flush(dev, "s", project_id="p2")
+
+    first = (await get(dev))["episodes"]
+    second = (await get(dev, project_id="p2"))["episodes"]
+
+    assert [ep["id"] for ep in first] == [ep["id"] for ep in second]  # as the engine numbers
+    assert [ep["episode"] for ep in first + second] == ["alice: one scope", "alice: another scope"]
+
+
 async def test_filters_select_episodes(dev: httpx.AsyncClient) -> None:
     await add(dev, "a", message("topic"))
     await add(dev, "b", message("topic", ts=TS + 60_000),

@@ -53,7 +53,7 @@ CREATE TABLE buffer (
 );
 CREATE TABLE episodes (
     pk INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,             -- unique within its app and project, as the engine's
     owner_id TEXT NOT NULL,
     app_id TEXT NOT NULL,
     project_id TEXT NOT NULL,
@@ -65,12 +65,13 @@ CREATE TABLE episodes (
     subject TEXT NOT NULL,
     summary TEXT NOT NULL,
     episode TEXT NOT NULL,
-    updated_at_ms INTEGER NOT NULL
+    updated_at_ms INTEGER NOT NULL,
+    UNIQUE (app_id, project_id, id)
 );
 CREATE INDEX episodes_by_owner ON episodes (owner_id, app_id, project_id);
 CREATE TABLE agent_cases (
     pk INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     owner_id TEXT NOT NULL,
     app_id TEXT NOT NULL,
     project_id TEXT NOT NULL,
@@ -81,7 +82,8 @@ CREATE TABLE agent_cases (
     approach TEXT NOT NULL,
     quality_score REAL NOT NULL,
     key_insight TEXT,
-    updated_at_ms INTEGER NOT NULL
+    updated_at_ms INTEGER NOT NULL,
+    UNIQUE (app_id, project_id, id)
 );
 CREATE INDEX agent_cases_by_owner ON agent_cases (owner_id, app_id, project_id);
 CREATE TABLE entry_counts (
