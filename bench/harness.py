@@ -85,6 +85,9 @@ def gateway_process(
             # the search benchmarks' pass-through side (bench/fast_upstream.py), opened as an
             # operator would open an engine route outside the flavour's table
             "MEMORY_GATEWAY_UPSTREAM_ALLOW_PATHS": '["POST /bench/page"]',
+            # the host of the search benchmark's client URIs, which resolves nowhere: listed,
+            # the fetch guard passes it without a lookup, as an operator's file server would
+            "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": '["cdn.example"]',
             **(extra_env or {}),
         }
         created = subprocess.run(

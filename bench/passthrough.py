@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import fast_upstream, gateway, load, paired_ratios  # noqa: E402
 
-BODY = b'{"query": "what did I upload", "user_id": "bench", "top_k": 5}'
+BODY = b'{"user_id": "bench", "memory_type": "episode", "page_size": 5}'
 PATH = "/api/v2/memory/get"
 TARGET = 0.25
 

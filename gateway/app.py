@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
+from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
 from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
@@ -36,7 +37,7 @@ from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import agents, keys
+from gateway.store import agents
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
@@ -78,17 +79,20 @@ class Gateway:
         table = flavor.routes.with_routes(parse_allowed(entry)
                                           for entry in settings.upstream.allow_paths)
         links = FileLinks(settings, files, flavor.reads_local_files)
+        fetch_guard = FetchGuard.from_settings(settings.upstream)
         self.services = Services(
             settings=settings,
             db=db,
             upstream=upstream,
             rules=rules,
-            proxy=Proxy(settings, upstream, rules, table, rules.claim),
+            proxy=Proxy(settings, upstream, rules, table, fetch_guard, rules.claim),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=files,
             attachment_index=AttachmentIndex(db, links.download_url),
             links=links,
-            tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs),
+            fetch_guard=fetch_guard,
+            tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs,
+                                       fetch_guard),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
             lease=Lease.for_timeout(settings.upstream.timeout_s),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.attachments.fetch_guard import FetchableHosts
 from gateway.upstream.origin import UpstreamOrigin, is_origin_form
 from gateway.upstream.routes import parse_allowed
 
@@ -87,6 +88,14 @@ class UpstreamSettings:
     allow_paths: list[str] = _setting(
         [], "engine routes opened beyond the flavour's table, \"METHOD /path\" with {name} or a "
         "final * (docs/engines.md); the identity checks apply to them too"
+    )
+    fetch_guard: bool = _setting(
+        True, "refuse http(s) URIs in adds and job inputs unless their host is public (no "
+        "loopback, private, link-local or metadata address; docs/security.md); false = off"
+    )
+    fetchable_hosts: list[str] = _setting(
+        [], "hosts the engine and the job service may always be sent to fetch from, checked "
+        "first: names, name:port, addresses or CIDRs, e.g. [\"files.internal\", \"10.2.0.0/16\"]"
     )
     file_access: str = _setting(
         "auto", "how the engine gets stored files: path (file:// URIs, an engine on this disk), "
@@ -371,6 +380,10 @@ def _validate(settings: Settings) -> None:
             parse_allowed(entry)
         except ValueError as exc:
             raise ConfigError(f"upstream.allow_paths: {exc}") from None
+    try:
+        FetchableHosts.parse(settings.upstream.fetchable_hosts)
+    except ValueError as exc:
+        raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
     _validate_files(settings)
 
 

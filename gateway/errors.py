@@ -115,7 +115,7 @@ class ValidationFailed(GatewayError):
 
 class UriNotAllowed(ValidationFailed):
     code = "uri_not_allowed"
-    default_message = "this URI points at files that are not yours"
+    default_message = "this URI names files that are not yours, or a host that is not public"
 
 
 class UserIdRequired(ValidationFailed):

@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import FileStore
 from gateway.attachments.leases import DEFAULT_LEASE_S, Lease
 from gateway.attachments.links import FileLinks
@@ -37,6 +38,7 @@ class Services:
     attachment_index: AttachmentIndex
     tool_calls: ToolCallService
     links: FileLinks  # download URLs, and how the engine gets stored files
+    fetch_guard: FetchGuard  # which http(s) URIs the engine and the job service may be sent
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     # This process's hold on the intents it records (owner token and lease).

@@ -12,6 +12,9 @@ httpx (the database and the upstream client do not meet).
 
 Modules marked `on_both_stores` run each test with files on local disk and on S3 (SeaweedFS,
 started once per session on free loopback ports, a fresh prefix per test).
+
+No in-process test asks a real resolver (the machine may have no DNS): the fetch guard's names
+resolve through `SUITE_DNS` (tests/fake_dns.py).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import respx
 from hypothesis import settings as hypothesis_settings
 
 from gateway.app import Gateway, create_app
+from gateway.attachments import fetch_guard
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.ids import now_ms
 from gateway.store.database import is_postgresql, migrate
 from tests import databases, postgres_server
+from tests.fake_dns import SUITE_DNS
 from tests.loopback_engine import LoopbackEngine
 from tests.s3_server import S3Server, seaweedfs
 
@@ -51,6 +56,15 @@ if os.environ.get("CI"):
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def suite_dns() -> Iterator[None]:
+    """Every guard built without its own resolver resolves through the suite's table (from
+    the session's start: module-scoped apps are built before function-scoped fixtures)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fetch_guard, "default_resolver", SUITE_DNS.resolve)
+        yield
 
 
 BACKENDS = ("sqlite", "postgresql")

@@ -75,9 +75,15 @@ class GatewayProcess:
         return out.stdout.strip().splitlines()[-1]
 
 
+# The hosts these tests name for files on the web resolve nowhere (and the machine may have no
+# DNS), so the fetch guard would refuse them: they are listed as an operator lists a file server.
+WEB_HOSTS = '["cdn.example", "example.com"]'
+
+
 def gateway_env(tmp: Path, port: int, upstream_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
     env.update({
+        "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": WEB_HOSTS,
         "MEMORY_GATEWAY_SERVER_PORT": str(port),
         "MEMORY_GATEWAY_UPSTREAM_BASE_URL": upstream_url,
         "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp / "storage"),

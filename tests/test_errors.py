@@ -68,7 +68,8 @@ async def test_transport_failures_map_to_gateway_errors(
     alice: httpx.AsyncClient, engine: respx.MockRouter, exc: Exception, status: int, code: str
 ) -> None:
     engine.post("/api/v2/memory/get").mock(side_effect=exc)
-    response = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
+    response = await alice.post("/api/v2/memory/get", 
+        json={"user_id": "alice", "memory_type": "episode"})
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
 
@@ -76,11 +77,12 @@ async def test_transport_failures_map_to_gateway_errors(
 async def test_writes_are_never_retried_but_idempotent_reads_are_once(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
-    post = engine.post("/api/v2/memory/flush").mock(side_effect=httpx.ConnectError("refused"))
+    post = engine.post("/api/v2/memory/get").mock(side_effect=httpx.ConnectError("refused"))
     get = engine.get("/health").mock(
         side_effect=[httpx.ConnectError("stale"), httpx.Response(200, text="ok")]
     )
-    assert (await alice.post("/api/v2/memory/flush", json={})).status_code == 502
+    body = {"user_id": "alice", "memory_type": "episode"}
+    assert (await alice.post("/api/v2/memory/get", json=body)).status_code == 502
     assert post.call_count == 1
     response = await alice.get("/health")
     assert response.status_code == 200 and get.call_count == 2
@@ -92,6 +94,7 @@ async def test_upstream_error_responses_pass_through_unchanged(
     engine.post("/api/v2/memory/get").mock(
         return_value=httpx.Response(422, json={"detail": "engine says no"})
     )
-    response = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
+    response = await alice.post("/api/v2/memory/get", 
+        json={"user_id": "alice", "memory_type": "episode"})
     assert response.status_code == 422
     assert response.json() == {"detail": "engine says no"}

@@ -104,12 +104,13 @@ async def test_gateway_add_becomes_a_mem0_payload(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:
     route = mem0_add(engine)
+    bot = (await alice.post("/agents", json={"name": "bot"})).json()["id"]
     response = await alice.post("/memories/add", json={
         "session_id": "trip-1", "agent_id": None, "messages": [
             {"role": "user", "sender_id": "alice", "timestamp": 1, "content": [
                 {"type": "text", "text": "the harbour at dawn"},
                 {"type": "image", "base64": B64, "name": "harbour.png"}]},
-            {"role": "assistant", "sender_id": "bot", "content": "lovely"}]})
+            {"role": "assistant", "sender_id": bot, "content": "lovely"}]})
     assert response.status_code == 200
     request, body = sent(route)
     assert request.url.path == "/memories" and request.headers[USER_HEADER] == "alice"
@@ -231,9 +232,14 @@ async def test_or_and_not_filters_never_scope_a_read(
     await add_run(alice, "alice", "alices-run")
     before = len(route.calls)
     everyone_since = {"OR": [{"user_id": "alice"}, {"created_at": {"gte": "2000-01-01"}}]}
-    listed = await alice.post("/v3/memories/?run_id=alices-run", json={"filters": everyone_since})
+    listed = await alice.post("/v3/memories/", json={"filters": everyone_since})
     assert listed.status_code == 422, listed.text
     assert listed.json()["error"]["code"] == "user_id_required"
+    # The platform reads no run_id in the query: there it bounds nothing and is refused.
+    in_query = await alice.post("/v3/memories/?run_id=alices-run",
+                                json={"filters": everyone_since})
+    assert in_query.status_code == 422, in_query.text
+    assert in_query.json()["error"]["field"] == "query.run_id"
     for filters in ({"NOT": {"user_id": "alice"}}, {"NOT": [{"user_id": "alice"}]},
                     {"$not": [{"agent_id": "x"}]}, {"AND": [{"NOT": {"user_id": "alice"}}]}):
         searched = await alice.post("/v3/memories/search/", json={"query": "x",
@@ -313,7 +319,7 @@ async def test_a_value_where_the_platform_does_not_read_it_does_not_scope(
     route = every_route(engine)
     wide = {"OR": [{"user_id": "alice"}, {"created_at": {"gte": "2000-01-01"}}]}
     in_query = await alice.post("/v3/memories/?user_id=alice", json={"filters": wide})
-    assert in_query.json()["error"]["code"] == "user_id_required"
+    assert in_query.status_code == 422 and in_query.json()["error"]["field"] == "query.user_id"
     # The platform rejects top-level entity ids (400): the gateway says so first.
     top_level = await alice.post("/v3/memories/search/", json={
         "query": "x", "user_id": "alice", "filters": wide})

@@ -32,8 +32,8 @@ B64 = base64.b64encode(PNG).decode()
 
 def add_body(*items: dict[str, Any], session: str = "s1", **extra: Any) -> dict[str, Any]:
     return {"session_id": session, **extra, "messages": [
-        {"role": "user", "sender_id": "alice", "content": [{"type": "text", "text": "look"},
-                                                           *items]}]}
+        {"role": "user", "sender_id": "alice", "timestamp": 1760000000000,
+         "content": [{"type": "text", "text": "look"}, *items]}]}
 
 
 def mappings(settings: Settings) -> list[dict[str, Any]]:

@@ -126,15 +126,17 @@ async def test_another_user_with_the_same_session_id_gets_nothing(
     assert "alice" not in str(body)
 
 
-async def test_search_naming_another_users_session_is_refused(
+async def test_search_naming_another_users_session_is_a_404_like_no_ones(
     alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     engine_ok(engine)
     route = answer_search(engine, episodes())
     await add(alice, "alice", "mine")
-    response = await bob.post("/memories/search",
-                              json={"query": "x", "filters": {"session_id": "mine"}})
-    assert response.status_code == 403
+    for session in ("mine", "no-ones"):
+        response = await bob.post("/memories/search",
+                                  json={"query": "x", "filters": {"session_id": session}})
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "not_found"
     assert not route.called
 
 
@@ -202,11 +204,11 @@ async def test_engine_path_keeps_the_engine_shape_with_attachments_added(
     answer_search(engine, episodes({"session_id": "s1", "episode": "a.png"},
                                    unprocessed=[{"session_id": "s1", "content": "x"}]))
     for path in ("/api/v2/memory/search", "/api/v1/memory/search"):
-        body = (await alice.post(path, json={"query": "x"})).json()
+        body = (await alice.post(path, json={"query": "x", "user_id": "alice"})).json()
         assert body["request_id"] == "r"
         assert [a["name"] for a in body["data"]["episodes"][0]["attachments"]] == ["a.png"]
         assert body["data"]["unprocessed_messages"][0]["attachments"] == []
-    body = (await bob.post("/api/v2/memory/search", json={"query": "x"})).json()
+    body = (await bob.post("/api/v2/memory/search", json={"query": "x", "user_id": "bob"})).json()
     assert body["data"]["episodes"] == [] and body["data"]["unprocessed_messages"] == []
 
 
@@ -265,9 +267,25 @@ async def test_the_scanner_answers_everos_pages_unless_turned_off(
     await add(alice, "alice", "s1", {"type": "image", "uri": "https://cdn/x/a.png"})
     answer_search(engine, episodes({"id": "ep1", "session_id": "s1", "episode": "see A.png"}))
     for path in ("/memories/search", "/api/v2/memory/search"):
-        response = await alice.post(path, json={"query": "x"})
+        response = await alice.post(path, json={"query": "x", "user_id": "alice"})
         assert response.status_code == 200
     if settings.server.native_search:
         assert len(pages) == 2 and all(page is not None for page in pages)
     else:
         assert pages == []
+
+
+async def test_profiles_and_agent_cases_get_content_made_of_their_fields(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    """EverOS profiles and agent cases carry no text field: `content` is made of theirs."""
+    answer_search(engine, {"request_id": "r", "data": {
+        "episodes": [], "unprocessed_messages": [], "agent_skills": [],
+        "profiles": [{"id": "p1", "user_id": "alice", "profile_data": {"likes": "tea"}}],
+        "agent_cases": [{"id": "c1", "agent_id": "agt_1", "session_id": "s",
+                         "task_intent": "book a table", "approach": "called ahead",
+                         "quality_score": 0.9, "key_insight": None, "score": 0.5,
+                         "timestamp": "2026-11-30T00:00:00Z"}]}})
+    body = (await alice.post("/memories/search", json={"query": "x", "user_id": "alice"})).json()
+    contents = {r["type"]: r["content"] for r in body["results"]}
+    assert contents == {"profile": '{"likes": "tea"}', "agent_case": "book a table\ncalled ahead"}

@@ -151,8 +151,8 @@ async def test_user_message_with_another_sender_is_403_and_not_forwarded(
 ) -> None:
     route = engine.post("/api/v2/memory/add").mock(return_value=httpx.Response(200, json={}))
     body = {"session_id": "s", "messages": [
-        {"role": "user", "sender_id": "alice", "content": "hi"},
-        {"role": "user", "sender_id": "bob", "content": "i am bob"},
+        {"role": "user", "sender_id": "alice", "timestamp": 1760000000000, "content": "hi"},
+        {"role": "user", "sender_id": "bob", "timestamp": 1760000000000, "content": "i am bob"},
     ]}
     for path in ("/memories/add", "/api/v2/memory/add", "/api/v1/memory/add"):
         response = await alice.post(path, json=body)
@@ -161,12 +161,17 @@ async def test_user_message_with_another_sender_is_403_and_not_forwarded(
     assert not route.called
 
 
-async def test_assistant_message_may_carry_any_sender(
+async def test_assistant_message_sender_must_be_one_of_the_callers_agents(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = engine.post("/api/v2/memory/add").mock(return_value=httpx.Response(200, json={}))
     body = {"session_id": "s", "messages": [
         {"role": "assistant", "sender_id": "assistant-1", "content": "hello"}]}
+    response = await alice.post("/memories/add", json=body)
+    assert response.status_code == 403
+    assert not route.called
+    agent = (await alice.post("/agents", json={"name": "helper"})).json()["id"]
+    body["messages"][0]["sender_id"] = agent
     response = await alice.post("/memories/add", json=body)
     assert response.status_code == 200
     assert json.loads(route.calls.last.request.content) == body
@@ -176,11 +181,14 @@ async def test_search_for_another_user_is_403_and_not_forwarded(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = engine.post("/api/v2/memory/search").mock(return_value=httpx.Response(200, json={}))
-    for body in ({"query": "x", "user_id": "bob"}, {"query": "x", "filters": {"user_id": "bob"}}):
-        response = await alice.post("/memories/search", json=body)
-        assert response.status_code == 403
-    response = await alice.post("/api/v2/memory/get?user_id=bob", json={})
+    response = await alice.post("/memories/search", json={"query": "x", "user_id": "bob"})
     assert response.status_code == 403
+    # EverOS filters cannot name an owner; a user id in the query is not read: both refused.
+    response = await alice.post("/memories/search",
+                                json={"query": "x", "filters": {"user_id": "bob"}})
+    assert response.status_code == 422
+    response = await alice.post("/api/v2/memory/get?user_id=bob", json={})
+    assert response.status_code == 422
     assert not route.called
 
 
@@ -188,7 +196,8 @@ async def test_agent_id_without_agents_is_refused(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    response = await alice.post("/api/v2/memory/get", json={"agent_id": "someone-elses"})
+    response = await alice.post("/api/v2/memory/get",
+                                json={"agent_id": "someone-elses", "memory_type": "agent_case"})
     assert response.status_code == 403
     assert response.json()["error"]["field"] == "agent_id"
     assert not route.called

@@ -37,8 +37,8 @@ async def test_client_forwards_and_relays_bytes_unchanged(
         gateway = create_app(settings.with_values(upstream={"base_url": url, "client": client}))
         async with gateway.running(), client_for(gateway, make_key("alice")) as api:
             for _ in range(3):  # connections are reused between requests
-                async with api.stream("POST", "/api/v2/memory/get",
-                                      json={"user_id": "alice"}) as response:
+                body = {"user_id": "alice", "memory_type": "episode"}
+                async with api.stream("POST", "/api/v2/memory/get", json=body) as response:
                     raw = b"".join([chunk async for chunk in response.aiter_raw()])
                 assert response.status_code == 200
                 assert raw == COMPRESSED
@@ -51,6 +51,7 @@ async def test_client_maps_refused_connections_to_502(settings: Settings, make_k
         pass  # closed again: nothing listens there now
     gateway = create_app(settings.with_values(upstream={"base_url": url, "client": client}))
     async with gateway.running(), client_for(gateway, make_key("alice")) as api:
-        response = await api.post("/api/v2/memory/get", json={"user_id": "alice"})
+        response = await api.post("/api/v2/memory/get", 
+            json={"user_id": "alice", "memory_type": "episode"})
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "upstream_unavailable"

@@ -32,7 +32,7 @@ WHOLE_MESSAGE = -2  # the message is the part (MemOS "pure input" items, no role
 
 @dataclass(frozen=True)
 class AttachmentItem:
-    field: str  # where it sits in the body, e.g. "messages[0].content[1]"
+    field: str  # where its uri or payload sits in the body, e.g. "messages[0].content[1].uri"
     name: str
     content_type: str
     uri: str | None = None
@@ -144,7 +144,8 @@ def attachment_items(body: Mapping[str, Any]) -> list[AttachmentItem]:
 def _parse(field: str, item: Mapping[str, Any]) -> AttachmentItem | None:
     uri, data = item.get("uri"), item.get("base64")
     if isinstance(uri, str) and uri:
-        return _item(field, name=item.get("name"), ext=item.get("ext"), uri=uri, data=None)
+        return _item(f"{field}.uri", name=item.get("name"), ext=item.get("ext"), uri=uri,
+                     data=None)
     if isinstance(data, str) and data:
         return _item(f"{field}.base64", name=item.get("name"), ext=item.get("ext"), uri=None,
                      data=data)

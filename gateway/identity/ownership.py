@@ -128,8 +128,9 @@ class OwnershipRules:
                     if not isinstance(one, str) or not await self.owns_agent(user_id, one):
                         raise Forbidden(f"{where} is not one of your agents", field=where)
                 scoped = scoped or (pins and bool(ones))
-            elif kind == FILTERS:  # an unmodelled route (upstream.allow_paths): checked, never scoping
-                await self.check_filter_tree(value, named, user_id)
+            elif kind == FILTERS:  # an unmodelled route (upstream.allow_paths)
+                bounded = await self.check_filter_tree(value, named, user_id)
+                scoped = scoped or (pins and bounded)
             else:
                 mine = await self._check_owned(kind, value, named, user_id, claims)
                 scoped = scoped or (pins and mine)

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from gateway import jsonio
 from gateway.attachments import intents
 from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
+from gateway.attachments.fetch_guard import item_uris
 from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
@@ -32,15 +33,17 @@ from gateway.ids import new_id
 from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_exceeds, relayed
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
+from gateway.search.items import DERIVED_CONTENT_MARKERS
 from gateway.services import Services, request_id, services, user_id
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import AddScope, everos_scope
 from gateway.upstream.headers import upstream_headers
 from gateway.upstream.json_body import strict_json
 from gateway.upstream.proxy import TARGET_KEY
 from gateway.upstream.routes import ADD as HANDLED_ADD
-from gateway.upstream.routes import CUBE, GROUP, EngineRoute, named_in
+from gateway.upstream.routes import CUBE, GROUP, EngineRoute, Named, named_in
 from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
 from gateway.upstream.target import Target
 
@@ -49,8 +52,8 @@ SEARCH_PATH = "/memories/search"
 SOURCE_URI = "memory_add_uri"
 SOURCE_BASE64 = "memory_add_base64"
 # The gateway's own add and search, under the same identity policy as every engine route.
-OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD)
-OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH)
+OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD, model=models.OWN_ADD)
+OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH, model=models.OWN_SEARCH)
 
 
 class AddRequest(BaseModel):
@@ -99,7 +102,7 @@ class SearchResponse(BaseModel):
 
 
 async def _json_body(request: Request, entry: EngineRoute
-                     ) -> tuple[Services, str, bytes, dict[str, Any]]:
+                     ) -> tuple[Services, str, bytes, dict[str, Any], Named]:
     """The body read once as strict JSON, and the identity policy run on it (SPEC §3, §5)."""
     svc = services(request)
     caller = user_id(request)
@@ -115,10 +118,7 @@ async def _json_body(request: Request, entry: EngineRoute
     scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
-    if entry.claims and named.of(GROUP, CUBE):
-        # Sessions are claimed with the add's intent; groups and cubes here.
-        await svc.rules.claim(named.only(GROUP, CUBE), caller)
-    return svc, caller, raw, payload
+    return svc, caller, raw, payload, named
 
 
 async def _forward(request: Request, svc: Services, caller: str, path: str, raw: bytes,
@@ -137,7 +137,7 @@ async def _forward(request: Request, svc: Services, caller: str, path: str, raw:
 async def _add(request: Request, dialect: Dialect, native: bool, path: str | None,
                entry: EngineRoute = OWN_ADD) -> Response:
     """One add: `native` bodies are the engine's own, else the gateway's EverOS-shaped ones."""
-    svc, caller, raw, payload = await _json_body(request, entry)
+    svc, caller, raw, payload, named = await _json_body(request, entry)
     scope: AddScope
     items: list[AttachmentItem]
     if native:
@@ -145,10 +145,14 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
     else:
         scope, items = everos_scope(payload), attachment_items(payload)
     check_uris(items, caller, svc.settings.storage)
+    await svc.fetch_guard.check(item_uris(items))
     add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
     # Validate and decode everything before any work is done (413 / 422, nothing written).
     inline = {item.field: decode_inline(item, limit) for item in items if item.uri is None}
+    if entry.claims and named.of(GROUP, CUBE):
+        # Sessions are claimed with the add's intent; groups and cubes once the add is valid.
+        await svc.rules.claim(named.only(GROUP, CUBE), caller)
     session_id = scope.session_id
     if session_id is None:
         outgoing = _outgoing(dialect, native, payload, caller, items)
@@ -198,7 +202,7 @@ def _outgoing(dialect: Dialect, native: bool, payload: dict[str, Any], caller: s
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,
                   entry: EngineRoute = OWN_SEARCH) -> Response:
-    svc, caller, raw, payload = await _json_body(request, entry)
+    svc, caller, raw, payload, _ = await _json_body(request, entry)
     outgoing = None if native else dialect.search_payload(payload, caller)
     status, headers, body = await _forward(
         request, svc, caller, path or svc.settings.upstream.search_path, raw, outgoing
@@ -216,7 +220,9 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
 async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, body: bytes,
                   status: int, payload: Mapping[str, Any]) -> tuple[bytes, int]:
     """The answer's bytes with other users' sessions dropped and attachments added (SPEC §9)."""
-    scanner = dialect.page_scan and svc.settings.server.native_search
+    scanner = dialect.page_scan and svc.settings.server.native_search and (
+        # The scanner copies a text field; profiles and agent cases get theirs made in Python.
+        native or not any(marker in body for marker in DERIVED_CONTENT_MARKERS))
     page = page_scan.scan(body, native) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
         foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))

@@ -7,6 +7,7 @@ The EverOS envelope `{"data": {"episodes", "profiles", "agent_cases", "agent_ski
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -53,7 +54,7 @@ class FoundItem:
             value = self.raw.get(key)
             if isinstance(value, str):
                 return value
-        return None
+        return derived_content(self.raw)
 
     def field(self, *keys: str) -> Any:
         """The first present key, at the top, else in `metadata` (where MemOS keeps them)."""
@@ -65,6 +66,24 @@ class FoundItem:
                 if where.get(key) is not None:
                     return where[key]
         return None
+
+
+# EverOS items with no text field of their own (`memory/search/dto.py`): a profile is its
+# `profile_data.summary` (else the whole `profile_data`), an agent case its intent, approach
+# and insight.
+DERIVED_CONTENT_MARKERS = (b'"profile_data"', b'"task_intent"')
+
+
+def derived_content(raw: dict[str, Any]) -> str | None:
+    profile = raw.get("profile_data")
+    if isinstance(profile, dict):
+        summary = profile.get("summary")
+        if isinstance(summary, str) and summary:
+            return summary
+        return json.dumps(profile, ensure_ascii=False, sort_keys=True)
+    parts = [raw.get(key) for key in ("task_intent", "approach", "key_insight")]
+    texts = [part for part in parts if isinstance(part, str) and part]
+    return "\n".join(texts) if texts and isinstance(raw.get("task_intent"), str) else None
 
 
 def _session_of(raw: Any, keys: tuple[str, ...] = ("session_id",)) -> str | None:

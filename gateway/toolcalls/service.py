@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from gateway.attachments.fetch_guard import FetchGuard, url_strings
 from gateway.errors import (
     Conflict,
     NotFound,
@@ -28,7 +29,7 @@ from gateway.toolcalls.canonical import canonical_args, image_ids
 from gateway.toolcalls.display import InputImage, display_args
 from gateway.toolcalls.jobs import JobService
 from gateway.toolcalls.locks import KeyedLocks
-from gateway.toolcalls.registry import Registry
+from gateway.toolcalls.registry import Registry, Tool
 
 _REFUSED: dict[str, type[Conflict]] = {
     "tool_call_cancelled": ToolCallCancelled,
@@ -47,6 +48,18 @@ def proposal_fingerprint(tool_name: str, args: dict[str, Any], assistant_text: s
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def job_inputs(tool: Tool | None, args: dict[str, Any], images: list[dict[str, Any]]
+               ) -> list[tuple[str, str]]:
+    """(field, URL) of what a job service would fetch: the input images' URLs, named by the
+    argument that chose them, and every http(s) URL among the args."""
+    fields: dict[str, str] = {}
+    for name, index, image_id in image_ids(tool, args) if tool else []:
+        fields.setdefault(image_id, f"args.{name}" + ("" if index is None else f".{index}"))
+    found = [(fields.get(str(image.get("imageId")), f"images.{position}.url"), image["url"])
+             for position, image in enumerate(images) if isinstance(image.get("url"), str)]
+    return found + url_strings(args, "args")
+
+
 def _state(call: ToolCall) -> states.State:
     return states.current(
         call.status, call.confirmed_at_ms is not None, call.external_job_id is not None
@@ -54,10 +67,12 @@ def _state(call: ToolCall) -> states.State:
 
 
 class ToolCallService:
-    def __init__(self, db: Database, registry: Registry, jobs: JobService) -> None:
+    def __init__(self, db: Database, registry: Registry, jobs: JobService,
+                 fetch_guard: FetchGuard) -> None:
         self.db = db
         self.registry = registry
         self.jobs = jobs
+        self.fetch_guard = fetch_guard
         self.locks = KeyedLocks()
         self.retry_delay_s = backfill.RETRY_DELAY_S
 
@@ -103,6 +118,7 @@ class ToolCallService:
         found = image_ids(tool, args)
         images = await self._input_images(user_id, found)
         inputs = list({image_id: images[image_id].as_json() for _, _, image_id in found}.values())
+        await self.fetch_guard.check(job_inputs(tool, args, inputs))
         return await store.propose(self.db, user_id, conversation_id, NewToolCall(
             client_message_id=client_message_id,
             tool_name=tool.name,
@@ -145,6 +161,9 @@ class ToolCallService:
                 after = states.step(_state(call), states.Event.CONFIRM)
                 if after is not states.State.CONFIRMING:
                     return call  # already has its job (or is settled): the same answer
+                # Checked again as the job is handed over: names resolve anew (422, unchanged).
+                await self.fetch_guard.check(job_inputs(
+                    self.registry.get(call.tool_name), call.args, call.input_images))
                 if _state(call) is states.State.PROPOSED:
                     call = await store.mark_confirmed(self.db, user_id, call)
                     # Another process may have cancelled or confirmed it meanwhile.

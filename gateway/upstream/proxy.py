@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.asgi import read_body
 from gateway.attachments.add_body import attachment_items
+from gateway.attachments.fetch_guard import FetchGuard, item_uris
 from gateway.attachments.uris import check_uris
 from gateway.config import Settings
 from gateway.errors import NotFound, RouteNotFound, UserIdRequired
@@ -67,11 +68,12 @@ class Proxy:
     """Forwards what the flavour's route table lists, after the identity policy (SPEC §5)."""
 
     def __init__(self, settings: Settings, upstream: UpstreamClient, rules: OwnershipRules,
-                 table: RouteTable, claim: Claim | None = None):
+                 table: RouteTable, fetch_guard: FetchGuard, claim: Claim | None = None):
         self.settings = settings
         self.upstream = upstream
         self.rules = rules
         self.table = table
+        self.fetch_guard = fetch_guard
         self.claim = claim
 
     async def __call__(
@@ -90,18 +92,25 @@ class Proxy:
         if route.owner_probe is not None:
             await self.probe_owner(route.owner_probe, params, scope, user_id, request_id)
         path = route.render(params)
+        # A modelled route's engine reads no query string unless its model says so: none is sent.
+        reads_query = route.model is None or route.model.query is not None
         await self.forward(scope, send, user_id, request_id, body, path,
-                           target.upstream_query())
+                           target.upstream_query() if reads_query else "")
 
     async def check(self, route: EngineRoute, payload: Any, target: Target,
                     params: dict[str, str], user_id: str) -> None:
-        """The one identity policy, on every id the request names (403 / 422, nothing sent)."""
+        """The one identity policy, on every id the request names, and on the URIs the engine
+        would read or fetch (403 / 422, nothing sent)."""
         named = named_in(route, payload, target.query, params)
-        scoped = await self.rules.check_named(named, user_id, claims=route.claims)
+        # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes there.
+        scoped = await self.rules.check_named(named, user_id,
+                                              claims=route.claims or route.model is None)
         if route.scoped and not scoped:
             raise UserIdRequired(field="user_id")
         if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
-            check_uris(attachment_items(payload), user_id, self.settings.storage)
+            items = attachment_items(payload)
+            check_uris(items, user_id, self.settings.storage)
+            await self.fetch_guard.check(item_uris(items))
         if route.claims and self.claim is not None:
             await self.claim(named, user_id)
 

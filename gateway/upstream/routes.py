@@ -288,4 +288,6 @@ def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
     if any(entry[0] == SESSION for entry in ids):  # sessions are scoped by app and project
         named.app_id = _scope_value(body, query, "app_id")
         named.project_id = _scope_value(body, query, "project_id")
+    # Unmodelled: no model says which field the engine filters by, so any id may bound it.
+    named.scopes.update(where for _, where, _ in ids)
     return named

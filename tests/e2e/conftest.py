@@ -1,14 +1,17 @@
 """End-to-end fixtures for a test parametrized over `database_backend` (tests.conftest.BACKENDS,
 `indirect=True`): `shared_database` is a migrated database several gateway processes can share,
-`on_database` the environment that points a gateway process at it."""
+`on_database` the environment that points a gateway process at it. `everos` is the real EverOS
+engine with its stand-in model server, started once for the session (tests/everos_engine.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gateway.store.database import migrate
+from tests.everos_engine import EverosEngine, everos_engine
 
 
 @pytest.fixture
@@ -26,3 +29,11 @@ def shared_database(database_backend: str, tmp_path: Path, request: pytest.Fixtu
 @pytest.fixture
 def on_database(shared_database: str) -> dict[str, str]:
     return {"MEMORY_GATEWAY_STORAGE_DATABASE": shared_database}
+
+
+@pytest.fixture(scope="session")
+def everos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EverosEngine]:
+    """The real EverOS engine and its stand-in model, shared by the session; stopped at the end,
+    its log kept in the session's temp folder."""
+    with everos_engine(tmp_path_factory.mktemp("everos")) as engine:
+        yield engine

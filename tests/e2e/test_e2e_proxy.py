@@ -23,7 +23,8 @@ def test_add_then_flush_then_search_through_the_gateway(
         with httpx.Client(base_url=gw.url, headers=headers, timeout=10) as client:
             added = client.post("/api/v2/memory/add", json={
                 "session_id": "trip", "messages": [
-                    {"role": "user", "sender_id": "alice", "content": "We hiked Mount Tamalpais"}]})
+                    {"role": "user", "sender_id": "alice", "timestamp": 1764547200000,
+                     "content": "We hiked Mount Tamalpais"}]})
             assert added.status_code == 200, added.text
             flushed = client.post("/api/v2/memory/flush", json={"session_id": "trip"})
             assert flushed.status_code == 200, flushed.text
@@ -53,8 +54,9 @@ def test_unreachable_upstream_gives_502_and_not_ready(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with gateway(tmp_path, dead) as gw:
         headers = {"Authorization": f"Bearer {gw.key('alice')}"}
-        response = httpx.post(gw.url + "/api/v2/memory/get", json={"user_id": "alice"},
-                               headers=headers)
+        response = httpx.post(gw.url + "/api/v2/memory/get",
+                              json={"user_id": "alice", "memory_type": "episode"},
+                              headers=headers)
         assert response.status_code == 502
         assert response.json()["error"]["code"] == "upstream_unavailable"
         assert httpx.get(gw.url + "/readyz").status_code == 503

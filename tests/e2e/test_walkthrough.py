@@ -2,8 +2,10 @@
 `<!-- walk-through -->` run in order as one script (bash, curl, jq) against real processes that
 the script starts itself (`scripts/run`). Only the ports and the checkout's paths are rewritten
 (the suite must not take 8080, and the script runs from a temporary folder so that its files
-stay out of the checkout). Every `# → …` line in the blocks must match an output line, in order,
-`…` matching anything.
+stay out of the checkout), and `example.com`, the host of the walk-through's files on the web,
+is listed in `upstream.fetchable_hosts` (tests/processes.py `WEB_HOSTS`): the machine running the
+suite may have no DNS, and the fetch guard refuses a name that does not resolve. Every `# → …`
+line in the blocks must match an output line, in order, `…` matching anything.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, WEB_HOSTS, free_port
 
 pytestmark = pytest.mark.e2e
 MARKER = "<!-- walk-through -->"
@@ -54,7 +56,11 @@ def pattern(expected: str) -> re.Pattern[str]:
     return re.compile(".*?".join(re.escape(piece) for piece in expected.split("…")))
 
 
-def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["dev", "everos"])
+def test_readme_walkthrough_runs_as_written(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """On the built-in dev engine (what `scripts/run` starts) and on the real EverOS 1.5.1."""
     assert shutil.which("curl") and shutil.which("jq"), "the walk-through needs curl and jq"
     blocks = walkthrough_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
     assert len(blocks) == 4
@@ -71,7 +77,10 @@ def test_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
         "MEMORY_GATEWAY_STORAGE_DATABASE": str(tmp_path / "storage" / "_gateway.db"),
         "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": str(tmp_path / "storage" / "_dev_engine.db"),
         "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
+        "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": WEB_HOSTS,
     })
+    if engine == "everos":
+        env["MEMORY_GATEWAY_UPSTREAM_BASE_URL"] = request.getfixturevalue("everos").url
     (tmp_path / "walkthrough.sh").write_text(script)
     # Files, not pipes: the gateway left running in the background holds them open.
     with open(tmp_path / "out", "w") as stdout, open(tmp_path / "err", "w") as stderr:

@@ -51,11 +51,15 @@ def p(method: str, route: str, status: int, body: Callable[[dict[str, str]], Any
 
 def add_to(session: str) -> Callable[[dict[str, str]], Any]:
     return lambda ids: {"session_id": session, "messages": [
-        {"role": "user", "sender_id": "bob", "content": "hi"}]}
+        {"role": "user", "sender_id": "bob", "timestamp": 1764547200000, "content": "hi"}]}
 
 
 def search_as(user: str) -> Callable[[dict[str, str]], Any]:
     return lambda ids: {"query": "note", "user_id": user}
+
+
+def get_as(user: str) -> Callable[[dict[str, str]], Any]:
+    return lambda ids: {"user_id": user, "memory_type": "episode"}
 
 
 NOT_FOUND, FORBIDDEN, OWNED = "not_found", "forbidden", "session_owned_by_another_user"
@@ -155,10 +159,17 @@ PROBES: list[Probe] = [
 ]
 # Engine paths the gateway does not own but checks (SPEC §3): refused, nothing forwarded.
 PROXY_PROBES: list[Probe] = [
-    p("POST", "/api/v2/memory/get", 403, search_as("alice"), FORBIDDEN),
-    p("POST", "/api/v2/memory/flush", 403, lambda ids: {"session_id": "alice-session"}, OWNED),
-    p("POST", "/api/v2/memory/get", 403, search_as("alice"), FORBIDDEN,
+    p("POST", "/api/v2/memory/get", 403, get_as("alice"), FORBIDDEN),
+    # Another user's session reads like no one's: 404, not 403 (no existence oracle).
+    p("POST", "/api/v2/memory/flush", 404, lambda ids: {"session_id": "alice-session"},
+      NOT_FOUND),
+    p("POST", "/api/v2/memory/flush", 404, lambda ids: {"session_id": "no-ones-session"},
+      NOT_FOUND),
+    p("POST", "/api/v2/memory/get", 403, get_as("alice"), FORBIDDEN,
       path="/api/v2/memory/get?user_id=alice"),
+    # The engine reads get's owner from the body only: one in the query scopes nothing.
+    p("POST", "/api/v2/memory/get", 422, lambda ids: {"memory_type": "episode"},
+      "validation_error", path="/api/v2/memory/get?user_id=bob"),
     p("GET", "/api/v2/memory/get", 404, code="route_not_found",
       path="/api/v2/memory/get?user_id=alice"),
 ]

@@ -28,7 +28,7 @@ from tests.security.support import (
     settings_for,
 )
 
-ALICE_GET = json.dumps({"user_id": "alice", "memory_type": "episodic_memory"})
+ALICE_GET = json.dumps({"user_id": "alice", "memory_type": "episode"})
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ async def test_3_percent_encoded_or_repeated_query_ids_are_checked(
         assert added.status_code == 200
         engine.requests.clear()
         response = await bob.request(method, f"/memories?{query}")
-    assert response.status_code in (403, 422), response.text
+    assert response.status_code in (403, 404, 422), response.text
     assert engine.requests == []
 
 
@@ -135,13 +135,17 @@ async def test_3_percent_encoded_or_repeated_query_ids_are_checked(
 async def test_4_get_without_a_user_id_is_refused_not_answered_with_everyone(
     bob: httpx.AsyncClient, engine: RecordingEngine
 ) -> None:
-    for body in ({}, {"memory_type": "episodic_memory"}, {"filters": {"session_id": {"ne": "x"}}},
-                 {"filters": {"OR": [{"user_id": "bob"}, {"session_id": "x"}]}}):
+    # EverOS 1.5.1 pins every get to its top-level user_id XOR agent_id; filters name no owner.
+    for body in ({}, {"memory_type": "episode"},
+                 {"memory_type": "episode", "filters": {"session_id": {"ne": "x"}}},
+                 {"memory_type": "episode",
+                  "filters": {"OR": [{"user_id": "bob"}, {"session_id": "x"}]}},
+                 {"memory_type": "episode", "filters": {"user_id": "bob"}}):
         response = await bob.post("/api/v2/memory/get", json=body)
         assert response.status_code == 422, response.text
-        assert response.json()["error"]["code"] == "user_id_required"
+        assert response.json()["error"]["code"] == "validation_error"
     assert engine.requests == []
-    mine = await bob.post("/api/v2/memory/get", json={"filters": {"user_id": "bob"}})
+    mine = await bob.post("/api/v2/memory/get", json={"user_id": "bob", "memory_type": "episode"})
     assert mine.status_code == 200
     assert len(engine.requests) == 1
 
@@ -161,14 +165,16 @@ async def test_6_file_uris_outside_the_callers_storage_are_refused(
                 "FILE:///etc/passwd", "file:/etc/passwd", "/etc/passwd", "file://localhost/etc/passwd",
                 "smb://host/share/x.png", "C:\\Windows\\win.ini"):
         response = await bob.post("/api/v2/memory/add", json={
-            "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob", "content": [
+            "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
+                                                "timestamp": 1760000000000, "content": [
                 {"type": "image", "uri": uri, "name": "x.png"}]}]})
         assert response.status_code == 422, (uri, response.text)
         assert response.json()["error"]["code"] == "uri_not_allowed"
     assert engine.requests == []
     assert rows(settings, "SELECT * FROM memory_attachments WHERE user_id = 'bob'") == []
     own = await alice.post("/memories/add", json={
-        "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice", "content": [
+        "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice",
+                                                "timestamp": 1760000000000, "content": [
             {"type": "image", "uri": alices_file.as_uri()}]}]})
     assert own.status_code == 200, own.text
 
@@ -194,6 +200,7 @@ async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
                     f"s3://{bucket}/elsewhere/alice/x.png"):
             response = await bob.post("/api/v2/memory/add", json={
                 "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
+                                                    "timestamp": 1760000000000,
                                                     "content": [{"type": "image", "uri": uri,
                                                                  "name": "x.png"}]}]})
             assert response.status_code == 422, (uri, response.text)
@@ -201,11 +208,13 @@ async def test_6_on_s3_only_the_callers_own_objects_of_the_gateways_store_pass(
         assert engine.requests == []
         own = await alice.post("/memories/add", json={
             "session_id": "hers", "messages": [{"role": "user", "sender_id": "alice",
+                                                "timestamp": 1760000000000,
                                                 "content": [{"type": "image", "uri": alices}]}]})
         assert own.status_code == 200, own.text
         # Other buckets are the client's to name; the gateway's own bucket is not.
         elsewhere = await bob.post("/memories/add", json={
-            "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob", "content": [
+            "session_id": "bobs", "messages": [{"role": "user", "sender_id": "bob",
+                                                "timestamp": 1760000000000, "content": [
                 {"type": "image", "uri": "s3://another-bucket/alice/x.png"}]}]})
         assert elsewhere.status_code == 200, elsewhere.text
 
@@ -217,7 +226,8 @@ async def test_7_user_header_spellings_and_configured_headers_come_only_from_the
 ) -> None:
     settings = settings_for(tmp_path, headers={"X-Engine-Key": "engine-secret"})
     async with gateway_with(settings, engine) as app, keyed(app, settings, "bob") as bob:
-        response = await bob.post("/api/v2/memory/flush", json={"session_id": "s"}, headers=[
+        response = await bob.post("/api/v2/memory/get", json={
+            "user_id": "bob", "memory_type": "episode"}, headers=[
             ("X_Memory_User_Id", "alice"), ("x-memory-user_id", "alice"),
             ("X-MEMORY-USER-ID", "alice"), ("X-Engine-Key", "forged"), ("x_engine_key", "forged")])
     assert response.status_code == 200
@@ -246,10 +256,12 @@ async def test_8_a_foreign_session_is_dropped_whatever_app_id_the_search_names(
     async with gateway_with(settings, engine) as app, keyed(app, settings, "alice") as alice, \
             keyed(app, settings, "bob") as bob:
         added = await alice.post("/memories/add", json={"session_id": "alices", "messages": [
-            {"role": "user", "sender_id": "alice", "content": "secret"}]})
+            {"role": "user", "sender_id": "alice", "timestamp": 1760000000000,
+             "content": "secret"}]})
         assert added.status_code == 200
         for extra in ({}, {"app_id": "x"}, {"project_id": "y"}, {"app_id": "x", "project_id": "y"}):
-            found = await bob.post("/api/v2/memory/search", json={"query": "secret", **extra})
+            found = await bob.post("/api/v2/memory/search",
+                                   json={"query": "secret", "user_id": "bob", **extra})
             assert found.status_code == 200
             assert found.json()["data"]["episodes"] == [], extra
 
@@ -312,20 +324,15 @@ async def test_10_mem0_list_without_ids_is_refused(
     assert engine.requests == []
 
 
-async def test_10_evermemos_v0_sender_must_be_the_caller_and_groups_are_owned(
+async def test_10_evermemos_v0_is_not_served_by_everos_1x_and_so_closed(
     alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: RecordingEngine
 ) -> None:
     message = {"message_id": "m1", "create_time": "2026-01-01T00:00:00+00:00",
-               "content": "hello", "group_id": "alices-group"}
-    assert (await alice.post("/api/v0/memories", json={**message, "sender": "alice"})
-            ).status_code == 200
-    engine.requests.clear()
-    as_alice = await bob.post("/api/v0/memories", json={**message, "sender": "alice"})
-    into_hers = await bob.post("/api/v0/memories", json={**message, "sender": "bob"})
-    read_hers = await bob.get("/api/v0/memories/search?group_id=alices-group&user_id=bob")
-    assert as_alice.status_code == 403
-    assert into_hers.json()["error"]["code"] == "session_owned_by_another_user"
-    assert read_hers.status_code == 403
+               "content": "hello", "group_id": "alices-group", "sender": "bob"}
+    for method, path in (("POST", "/api/v0/memories"), ("GET", "/api/v0/memories/search"),
+                         ("DELETE", "/api/v0/memories")):
+        response = await bob.request(method, path, json=message)
+        assert response.json()["error"]["code"] == "route_not_found", path
     assert engine.requests == []
 
 
@@ -344,7 +351,8 @@ async def test_10_memos_cubes_are_owned_like_sessions(
             "user_id": "bob", "query": "hi", "mem_cube_id": "alices-cube"})
         listed = await bob.post("/product/get_all", json={
             "user_id": "bob", "mem_cube_id": "x", "readable_cube_ids": ["alices-cube"]})
-    assert searched.status_code == 403 and listed.status_code == 403
+    # Another user's cube reads like no one's (no existence oracle).
+    assert searched.status_code == 404 and listed.status_code == 404
     assert engine.requests == []
 
 
@@ -357,11 +365,12 @@ async def test_11_token_and_x_api_key_credentials_are_accepted(
     for headers in ({"Authorization": f"Token {key}"}, {"X-API-Key": key},
                     {"Authorization": f"token {key}", "X-API-Key": key}):
         async with client(app, headers) as bob:
-            response = await bob.post("/api/v2/memory/get", json={"user_id": "bob"})
+            response = await bob.post("/api/v2/memory/get",
+                                      json={"user_id": "bob", "memory_type": "episode"})
         assert response.status_code == 200, (headers, response.text)
     for sent in engine.requests:
         assert "authorization" not in sent.headers and "x-api-key" not in sent.headers
         assert sent.headers["x-memory-user-id"] == "bob"
     async with client(app, {"Authorization": f"Token {key}", "X-API-Key": "mgw_other"}) as mixed:
         assert (await mixed.get("/resources")).status_code == 401
-    assert body_of(engine.requests[0]) == {"user_id": "bob"}
+    assert body_of(engine.requests[0]) == {"user_id": "bob", "memory_type": "episode"}

@@ -147,7 +147,8 @@ async def test_bob_never_receives_alices_answer_through_the_gateway(
             for turn in range(20):
                 user, api = (("alice", alice), ("bob", bob))[turn % 2]
                 upstream.finished.clear()
-                got = await api.post("/api/v2/memory/get", json={"user_id": user})
+                got = await api.post("/api/v2/memory/get", 
+                    json={"user_id": user, "memory_type": "episode"})
                 assert got.status_code == 200
                 assert json.loads(got.content)["for"] == user
                 await upstream.finished.wait()
@@ -178,7 +179,8 @@ async def test_trailers_never_reach_the_gateways_client(
         gateway = create_app(settings.with_values(
             upstream={"base_url": upstream.url, "client": client_name}))
         async with gateway.running(), client_for(gateway, make_key("alice")) as alice:
-            got = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
+            got = await alice.post("/api/v2/memory/get", 
+                json={"user_id": "alice", "memory_type": "episode"})
     assert (got.status_code, got.content) == (200, b"ok")
     assert "set-cookie" not in got.headers
 
@@ -231,7 +233,8 @@ async def test_status_600_through_the_gateway_is_502(
         gateway = create_app(settings.with_values(
             upstream={"base_url": upstream.url, "client": client_name}))
         async with gateway.running(), client_for(gateway, make_key("alice")) as alice:
-            got = await alice.post("/api/v2/memory/get", json={"user_id": "alice"})
+            got = await alice.post("/api/v2/memory/get", 
+                json={"user_id": "alice", "memory_type": "episode"})
     assert got.status_code == 502
     assert got.json()["error"]["code"] == "upstream_unavailable"
 

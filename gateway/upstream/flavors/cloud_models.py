@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.errors import Forbidden
 from gateway.identity.named import AGENT, FILTERS, GROUP, SESSION, USER
@@ -327,6 +327,8 @@ class V0Delete(BaseModel):
 
 
 class V0StatusQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # request_id only: nothing unread forwarded
+
     request_id: str | None = None
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from gateway.attachments.add_body import AttachmentItem
 from gateway.search.items import FoundItem, find_items
-from gateway.upstream.flavors.base import ADD, SEARCH, AddScope, Dialect, Flavor, NativeRoute
 from gateway.upstream.flavors import everos_models as models
+from gateway.upstream.flavors.base import ADD, SEARCH, AddScope, Dialect, Flavor, NativeRoute
 from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import USER, EngineRoute, fields
 

@@ -297,3 +297,46 @@ TASK = RouteModel(
     source=SOURCE_TASKS, path=("task_id",),
     notes=("task ids are the engine's random request ids; the answer is a status only",),
 )
+
+
+# --- the gateway's own /memories/add and /memories/search (EverOS-shaped, SPEC §8, §9) ---------
+# Looser than the engine's: other flavours' payloads are made from them (user_id, timestamps
+# filled in); for EverOS the bytes go upstream unchanged and the engine refuses what it refuses.
+
+class OwnMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str | None = None
+    sender_id: str | None = None
+
+
+class OwnAddBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str | None = None
+    app_id: str = "default"
+    project_id: str = "default"
+    messages: list[OwnMessage]
+
+
+class OwnSearchBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    query: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    app_id: str = "default"
+    project_id: str = "default"
+    filters: FilterNode | None = None
+
+
+OWN_ADD = RouteModel(
+    source="gateway/routes/memories.py", body=OwnAddBody,
+    ids=(Id(SESSION, "session_id"), Id(USER, "user_id"), Id(AGENT, "agent_id"),
+         Id(SENDERS, "messages")), senders=SENDER_OWNERS,
+)
+OWN_SEARCH = RouteModel(
+    source="gateway/routes/memories.py", body=OwnSearchBody,
+    ids=(Id(USER, "user_id"), Id(AGENT, "agent_id"), Id(FILTERS, "filters")),
+    filters=filter_ids,
+)

@@ -176,7 +176,10 @@ class PlatformList(BaseModel):
 
 
 class PageQuery(BaseModel):
-    # The query's page / page_size win over the body's.
+    # The query's page / page_size win over the body's. Nothing else is read there, and what
+    # is not read is not forwarded as if it were: other names are refused.
+    model_config = ConfigDict(extra="forbid")
+
     page: int | None = Field(default=None, ge=1)
     page_size: int | None = Field(default=None, ge=1, le=200)
 
@@ -225,6 +228,8 @@ class PlatformUpdate(BaseModel):
 
 
 class DeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # the platform reads delete_linked only
+
     delete_linked: bool = False
 
 
@@ -312,7 +317,7 @@ PLATFORM_LIST = RouteModel(
     source=SOURCE_PLATFORM, body=PlatformList, query=PageQuery, scope_keys=UNSCOPED,
     filters=filter_ids, ids=(_FILTERS,),
     notes=("entity ids only inside filters (top level: 400); the query reads page, page_size "
-           "only",),
+           "only (other names refused)",),
 )
 PLATFORM_DELETE_ALL = RouteModel(
     source=SOURCE_PLATFORM, query=PlatformDeleteAll, scope_keys=UNSCOPED,

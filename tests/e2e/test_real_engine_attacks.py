@@ -1,0 +1,74 @@
+"""The two attacks tests/e2e/test_real_engine.py shows the real engine falls for, tried through a
+gateway process: the gateway must refuse them before the engine sees anything (SPEC §3, §5).
+
+Both are expected to fail until the route models check assistant senders and fetchable URIs;
+`strict` makes them fail loudly once they pass, so the marks come off with that work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.real_engine_helpers import (
+    agent_trajectory,
+    loopback_page,
+    message,
+    new_session,
+    now_ms,
+)
+from tests.everos_engine import EverosEngine
+from tests.processes import gateway
+
+pytestmark = [pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def clients(everos: EverosEngine, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    tmp: Path = tmp_path_factory.mktemp("gateway-real-engine-attacks")
+    with gateway(tmp, everos.url, log=tmp / "gateway.log") as gw:
+        alice = httpx.Client(base_url=gw.url, timeout=60,
+                             headers={"Authorization": f"Bearer {gw.key('alice')}"})
+        bob = httpx.Client(base_url=gw.url, timeout=60,
+                           headers={"Authorization": f"Bearer {gw.key('bob')}"})
+        with alice, bob:
+            yield alice, bob
+
+
+def _buffered(everos: EverosEngine, user_id: str, session: str) -> list[object]:
+    answer = everos.post("/api/v2/memory/search", {
+        "query": "anything", "user_id": user_id, "filters": {"session_id": session}})
+    assert answer.status_code == 200, answer.text
+    messages: list[object] = answer.json()["data"]["unprocessed_messages"]
+    return messages
+
+
+def test_an_assistant_sender_naming_another_users_agent_is_refused(
+        clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine) -> None:
+    alice, bob = clients
+    created = bob.post("/agents", json={"name": "bob's travel agent"})
+    assert created.status_code == 201, created.text
+    bobs_agent = created.json()["id"]
+    session = new_session("planted")
+    added = alice.post("/api/v2/memory/add", json={
+        "session_id": session, "messages": agent_trajectory("alice", bobs_agent, now_ms())})
+    assert added.status_code == 403, added.text
+    assert _buffered(everos, "alice", session) == []
+
+
+def test_an_item_naming_a_loopback_page_is_refused_and_never_fetched(
+        clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine) -> None:
+    alice, _ = clients
+    session = new_session("ssrf")
+    with loopback_page("<html><body>internal admin token 4711</body></html>") as page:
+        added = alice.post("/api/v2/memory/add", json={"session_id": session, "messages": [
+            message("user", "alice", [{"type": "text", "text": "read this"},
+                                      {"type": "html", "uri": page.url}], now_ms())]})
+        assert added.status_code == 422, added.text
+        assert added.json()["error"]["code"] == "uri_not_allowed"
+        assert page.requests == []
+    assert _buffered(everos, "alice", session) == []
