@@ -72,7 +72,9 @@ class UpstreamSettings:
     connect_timeout_s: float = _setting(5.0, "upstream connect timeout in seconds")
     user_header: str = _setting("X-Memory-User-Id", "header carrying the authenticated user id")
     headers: dict[str, Any] = _setting(
-        {}, "extra headers sent upstream, e.g. the engine's own API key"
+        {}, "extra headers sent upstream, e.g. the engine's own API key: mem0's server "
+        "wants {\"X-API-Key\" = \"<its key>\"}, EverOS Cloud {\"Authorization\" = \"Bearer "
+        "sk-…\"} (docs/engines.md)"
     )
     add_path: str = _setting("/api/v2/memory/add", "the engine's add path")
     search_path: str = _setting("/api/v2/memory/search", "the engine's search path")

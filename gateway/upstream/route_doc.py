@@ -41,7 +41,9 @@ def _row(route: EngineRoute) -> str:
         if route.scoped:
             modelled += "; must be scoped to the caller"
         if route.claims:
-            modelled += "; claims the session it names"
+            modelled += "; claims the session, group or cube it names"
+        if route.owner_probe:
+            modelled += f"; owner read first: `GET {route.owner_probe}` → `user_id` = caller"
         return (f"| `{route.method}` | `{route.pattern}` | {reads} | {modelled} | "
                 f"{route.note} — {source} |")
     checks = [f"{f.kind}: `{f}`" for f in route.fields]

@@ -1,11 +1,12 @@
-"""EverOS Cloud: its v2 API (`everos-cloud` ≥ 1.0 client) and its legacy v1 API (0.4.x client).
+"""EverOS Cloud: its v2 API (`everos-cloud` ≥ 1.0 client), its legacy v1 API (the `everos` 0.4 and
+`everos-cloud` 0.4.x clients) and EverMemOS v0 (the `evermemos` client).
 
 v2 (`/api/v2/memory/add|search|flush`) has the local engine's bodies and answers (plus
 `async_mode`, 202 "queued"); v1 (`/api/v1/memories`, `/api/v1/memories/search`, `/flush`) scopes by
 `user_id` and answers `{"data": {"episodes", "profiles", "raw_messages", "agent_memory"}}`. Both
 are intercepted whichever is configured. The Cloud turns files into generated text and cannot
 read the gateway's disk, so adds get a text line naming each file, and uploads are ingested by
-name.
+name. What each route reads is cloud_models.py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gateway.attachments.add_body import AttachmentItem
 from gateway.errors import UpstreamBadResponse
 from gateway.ids import now_ms
 from gateway.search.items import FoundItem
+from gateway.upstream.flavors import cloud_models as models
 from gateway.upstream.flavors.base import (
     ADD,
     SEARCH,
@@ -29,8 +31,8 @@ from gateway.upstream.flavors.base import (
     string,
     top_k,
 )
-from gateway.upstream.flavors.everos import EVERMEMOS_V0, HEALTH, EverosV2, everos_v2_routes
-from gateway.upstream.routes import GROUP, USER, EngineRoute, fields
+from gateway.upstream.flavors.everos import HEALTH, EverosV2
+from gateway.upstream.routes import EngineRoute
 
 V1_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("episodes",), "episode"),
@@ -112,30 +114,64 @@ CLOUD_V2 = CloudV2()
 CLOUD_V1 = CloudV1()
 
 
-# The Cloud's v1 API past add and search (everos-cloud 0.4.x). Its settings are engine-wide
+# The Cloud's v1 API past add and search (the everos 0.4 SDK). Its settings are engine-wide
 # administration and stay closed.
 CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/api/v1/memories/flush", note="one user's session"),
-    EngineRoute("POST", "/api/v1/memories/agent/flush", note="one user's agent session"),
-    EngineRoute("POST", "/api/v1/memories/get", scoped=True, note="pages by filters"),
-    EngineRoute("POST", "/api/v1/memories/delete", scoped=True, note="delete by filters"),
-    EngineRoute("POST", "/api/v1/memories/group", claims=True,
-                note="add to a group; user messages' sender_id = caller, group_id claimed"),
-    EngineRoute("POST", "/api/v1/memories/group/flush", note="one group"),
-    EngineRoute("POST", "/api/v1/groups", claims=True, note="create a group: claimed"),
-    EngineRoute("GET", "/api/v1/groups/{group_id}", fields(GROUP, "path.group_id")),
-    EngineRoute("PATCH", "/api/v1/groups/{group_id}", fields(GROUP, "path.group_id")),
-    EngineRoute("POST", "/api/v1/senders", note="sender_id = caller"),
-    EngineRoute("GET", "/api/v1/senders/{sender_id}", fields(USER, "path.sender_id")),
-    EngineRoute("PATCH", "/api/v1/senders/{sender_id}", fields(USER, "path.sender_id")),
+    EngineRoute("POST", "/api/v1/memories/flush", model=models.V1_FLUSH,
+                note="one user's sessions"),
+    EngineRoute("POST", "/api/v1/memories/agent/flush", model=models.V1_AGENT_FLUSH,
+                note="one user's agent sessions"),
+    EngineRoute("POST", "/api/v1/memories/get", model=models.V1_GET, note="pages by filters"),
+    EngineRoute("POST", "/api/v1/memories/delete", model=models.V1_DELETE,
+                note="delete by user or group"),
+    EngineRoute("POST", "/api/v1/memories/group", claims=True, model=models.V1_GROUP_ADD,
+                note="add to a group; the group is claimed"),
+    EngineRoute("POST", "/api/v1/memories/group/flush", model=models.V1_GROUP_FLUSH,
+                note="one group"),
+    EngineRoute("POST", "/api/v1/groups", claims=True, model=models.V1_GROUP_CREATE,
+                note="create a group: claimed"),
+    EngineRoute("GET", "/api/v1/groups/{group_id}", model=models.V1_GROUP_ONE,
+                note="one group"),
+    EngineRoute("PATCH", "/api/v1/groups/{group_id}", model=models.V1_GROUP_PATCH,
+                note="rename one group"),
+    EngineRoute("POST", "/api/v1/senders", model=models.V1_SENDER_CREATE,
+                note="name a sender: yourself"),
+    EngineRoute("GET", "/api/v1/senders/{sender_id}", model=models.V1_SENDER_ONE,
+                note="one sender: yourself"),
+    EngineRoute("PATCH", "/api/v1/senders/{sender_id}", model=models.V1_SENDER_PATCH,
+                note="rename one sender: yourself"),
     EngineRoute("POST", "/api/v1/object/sign", note="presigned upload; names no one"),
-    EngineRoute("GET", "/api/v1/tasks/{task_id}", note="an async add's status by task id"),
+    EngineRoute("GET", "/api/v1/tasks/{task_id}", model=models.V1_TASK,
+                note="an async add's status by its task id; no content"),
+)
+# The Cloud's v2 API past add and search (the everos-cloud 1.x SDK). It serves no task routes.
+CLOUD_V2_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("POST", "/api/v2/memory/flush", model=models.V2_FLUSH,
+                note="one session's extraction; the session must be the caller's"),
+    EngineRoute("POST", "/api/v2/memory/get", model=models.V2_GET,
+                note="pages of one owner's memories (user_id or agent_id)"),
+    EngineRoute("POST", "/api/v2/memory/delete", model=models.V2_DELETE,
+                note="delete one owner's memories"),
+    EngineRoute("POST", "/api/v2/memory/edit", model=models.V2_EDIT,
+                note="edit one user's profile"),
+    EngineRoute("POST", "/api/v2/object/sign", note="presigned upload; names no one"),
+)
+# EverMemOS v0 (the `evermemos` SDK), which the Cloud still serves: one message per add,
+# `sender` the owner and `group_id` the conversation; reads by query string (or a GET body).
+CLOUD_V0_ROUTES: tuple[EngineRoute, ...] = (
+    EngineRoute("POST", "/api/v0/memories", claims=True, model=models.V0_ADD,
+                note="add one message; group_id claimed"),
+    EngineRoute("GET", "/api/v0/memories", model=models.V0_FETCH, note="fetch by memory type"),
+    EngineRoute("GET", "/api/v0/memories/search", model=models.V0_SEARCH, note="search"),
+    EngineRoute("DELETE", "/api/v0/memories", model=models.V0_DELETE,
+                note="delete by combined criteria"),
+    EngineRoute("GET", "/api/v0/status/request", model=models.V0_STATUS,
+                note="an add's processing status"),
 )
 CLOUD_TABLE: tuple[EngineRoute, ...] = (
-    *everos_v2_routes("v2"),
-    EngineRoute("POST", "/api/v2/object/sign", note="presigned upload; names no one"),
+    *CLOUD_V2_ROUTES,
     *CLOUD_V1_ROUTES,
-    *EVERMEMOS_V0,
+    *CLOUD_V0_ROUTES,
     HEALTH,
 )
 
@@ -145,13 +181,16 @@ def _flavor(name: str, primary: Dialect) -> Flavor:
         name=name,
         dialect=primary,
         native=(
-            NativeRoute("/api/v2/memory/add", ADD, CLOUD_V2, follows_config=primary is CLOUD_V2),
+            NativeRoute("/api/v2/memory/add", ADD, CLOUD_V2, follows_config=primary is CLOUD_V2,
+                        model=models.V2_ADD),
             NativeRoute("/api/v2/memory/search", SEARCH, CLOUD_V2,
-                        follows_config=primary is CLOUD_V2),
-            NativeRoute("/api/v1/memories", ADD, CLOUD_V1, follows_config=primary is CLOUD_V1),
-            NativeRoute("/api/v1/memories/agent", ADD, CLOUD_V1, follows_config=False),
+                        follows_config=primary is CLOUD_V2, model=models.V2_SEARCH),
+            NativeRoute("/api/v1/memories", ADD, CLOUD_V1, follows_config=primary is CLOUD_V1,
+                        model=models.V1_ADD),
+            NativeRoute("/api/v1/memories/agent", ADD, CLOUD_V1, follows_config=False,
+                        model=models.V1_AGENT_ADD),
             NativeRoute("/api/v1/memories/search", SEARCH, CLOUD_V1,
-                        follows_config=primary is CLOUD_V1, scoped=True),
+                        follows_config=primary is CLOUD_V1, model=models.V1_SEARCH),
         ),
         table=CLOUD_TABLE,
     )

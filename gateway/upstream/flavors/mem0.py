@@ -14,6 +14,7 @@ from typing import Any
 from gateway.attachments.add_body import WHOLE_CONTENT, WHOLE_MESSAGE, AttachmentItem
 from gateway.errors import UpstreamBadResponse
 from gateway.search.items import FoundItem
+from gateway.upstream.flavors import mem0_models as models
 from gateway.upstream.flavors.base import (
     ADD,
     DEFAULT_SCOPE,
@@ -27,7 +28,8 @@ from gateway.upstream.flavors.base import (
     string,
     top_k,
 )
-from gateway.upstream.routes import USER, EngineRoute, fields
+from gateway.upstream.models import RouteModel
+from gateway.upstream.routes import AGENT, SESSION, USER, EngineRoute
 
 NAMES_KEY = "attachment_names"
 
@@ -126,47 +128,66 @@ def _type(item: Any) -> str:
 MEM0 = Mem0()
 
 
-def _by_id(method: str, pattern: str, probe: str, note: str) -> EngineRoute:
-    return EngineRoute(method, pattern, owner_probe=probe, note=note)
+def _by_id(method: str, pattern: str, probe: str, model: RouteModel, note: str) -> EngineRoute:
+    return EngineRoute(method, pattern, owner_probe=probe, model=model, note=note)
 
 
-# mem0's open-source server (`/memories`, `/search`; `/configure` and `/reset` are engine-wide
-# administration and stay closed) and its platform API (`MemoryClient`: `/v1`..`/v3` paths,
-# trailing slashes kept). A memory id says nothing of its owner: routes by id first read the
-# memory and go on only when its `user_id` is the caller.
+def _entities(method: str, note: str) -> tuple[EngineRoute, ...]:
+    return tuple(EngineRoute(method, f"/v2/entities/{name}/{{entity_id}}/",
+                             model=models.ENTITY[kind], note=f"{note} ({name})")
+                 for name, kind in (("user", USER), ("agent", AGENT), ("run", SESSION)))
+
+
+# mem0's open-source server (`/memories`, `/search`; `/configure`, `/reset` and
+# `/generate-instructions` are engine-wide and stay closed) and its platform API (`MemoryClient`:
+# `/v1`..`/v3` paths, trailing slashes kept; entities lists, batch, events, webhooks,
+# organisations and projects stay closed, as do the deprecated v1/v2 list and search). A memory
+# id says nothing of its owner: routes by id first read the memory and go on only when its
+# `user_id` is the caller.
 OSS_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("GET", "/memories", scoped=True, note="list; user_id, agent_id or run_id"),
-    EngineRoute("DELETE", "/memories", scoped=True, note="delete all of one scope"),
-    _by_id("GET", "/memories/{memory_id}", "/memories/{memory_id}", "one memory"),
-    _by_id("PUT", "/memories/{memory_id}", "/memories/{memory_id}", "edit one memory"),
-    _by_id("DELETE", "/memories/{memory_id}", "/memories/{memory_id}", "delete one memory"),
-    _by_id("GET", "/memories/{memory_id}/history", "/memories/{memory_id}", "its history"),
+    EngineRoute("GET", "/memories", model=models.LIST, note="list one user, agent or run"),
+    EngineRoute("DELETE", "/memories", model=models.DELETE_ALL,
+                note="delete all of one user, agent or run"),
+    _by_id("GET", "/memories/{memory_id}", "/memories/{memory_id}", models.ONE, "one memory"),
+    _by_id("PUT", "/memories/{memory_id}", "/memories/{memory_id}", models.UPDATE,
+           "edit one memory"),
+    _by_id("DELETE", "/memories/{memory_id}", "/memories/{memory_id}", models.ONE,
+           "delete one memory"),
+    _by_id("GET", "/memories/{memory_id}/history", "/memories/{memory_id}", models.ONE,
+           "its history"),
 )
 PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("GET", "/v1/ping/", note="MemoryClient's key check; names no one"),
-    EngineRoute("POST", "/v3/memories/", scoped=True, note="get_all by filters"),
-    _by_id("GET", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", "one memory"),
-    _by_id("PUT", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", "edit one memory"),
+    EngineRoute("GET", "/v1/ping/", model=models.PING,
+                note="MemoryClient's key check; names no one"),
+    EngineRoute("POST", "/v3/memories/", model=models.PLATFORM_LIST, note="get_all by filters"),
+    _by_id("GET", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", models.PLATFORM_ONE,
+           "one memory"),
+    _by_id("PUT", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
+           models.PLATFORM_UPDATE, "edit one memory"),
     _by_id("DELETE", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
-           "delete one memory"),
+           models.PLATFORM_DELETE, "delete one memory"),
     _by_id("GET", "/v1/memories/{memory_id}/history/", "/v1/memories/{memory_id}/",
-           "its history"),
-    EngineRoute("DELETE", "/v1/memories/", scoped=True, note="delete_all by entity"),
-    EngineRoute("GET", "/v2/entities/user/{user_id}/profile/", fields(USER, "path.user_id"),
-                note="one user's profile"),
-    EngineRoute("POST", "/v1/exports/", scoped=True, note="export by filters"),
-    EngineRoute("POST", "/v1/exports/get/", scoped=True, note="fetch an export by filters"),
-    EngineRoute("POST", "/v1/summary/", scoped=True, note="summary by filters"),
+           models.PLATFORM_ONE, "its history"),
+    EngineRoute("DELETE", "/v1/memories/", model=models.PLATFORM_DELETE_ALL,
+                note="delete_all by entity"),
+    *_entities("GET", "one entity's details"),
+    *_entities("DELETE", "one entity and its memories"),
+    EngineRoute("POST", "/v1/exports/", model=models.EXPORT, note="export by filters"),
+    EngineRoute("POST", "/v1/exports/get/", model=models.EXPORT_GET,
+                note="fetch an export by filters"),
+    EngineRoute("POST", "/v1/summary/", model=models.SUMMARY, note="summary by filters"),
 )
 
 FLAVOR = Flavor(
     name="mem0",
     dialect=MEM0,
     native=(
-        NativeRoute("/memories", ADD, MEM0, follows_config=True),
-        NativeRoute("/search", SEARCH, MEM0, follows_config=True, scoped=True),
-        NativeRoute("/v3/memories/add/", ADD, MEM0, follows_config=False),
-        NativeRoute("/v3/memories/search/", SEARCH, MEM0, follows_config=False, scoped=True),
+        NativeRoute("/memories", ADD, MEM0, follows_config=True, model=models.ADD),
+        NativeRoute("/search", SEARCH, MEM0, follows_config=True, model=models.SEARCH),
+        NativeRoute("/v3/memories/add/", ADD, MEM0, follows_config=False,
+                    model=models.PLATFORM_ADD),
+        NativeRoute("/v3/memories/search/", SEARCH, MEM0, follows_config=False,
+                    model=models.PLATFORM_SEARCH),
     ),
     table=(*OSS_ROUTES, *PLATFORM_ROUTES),
 )

@@ -4,8 +4,8 @@ Messages are OpenAI-style (`content` a string, a list of `text` / `image_url` / 
 one part; a part may also stand alone in `messages`). MemOS reads files into text memories, so
 each file is named by a text part before it. Answers are `{"code", "message", "data": {"text_mem":
 [{"cube_id", "memories": [...]}], "pref_mem", "tool_mem", "skill_mem"}}`; an item's session is its
-`metadata.session_id`. A cube id in a body must be the caller's own id (MemOS's per-user cube):
-the gateway knows no other cube's owner.
+`metadata.session_id`. Cubes are owned like sessions, by the add that first writes them
+(memos_models.py says which cubes each route reaches).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from typing import Any
 from gateway.attachments.add_body import WHOLE_CONTENT, WHOLE_MESSAGE, AttachmentItem
 from gateway.errors import UpstreamBadResponse
 from gateway.search.items import FoundItem
+from gateway.upstream.flavors import memos_models as models
 from gateway.upstream.flavors.base import (
     ADD,
     DEFAULT_SCOPE,
     SEARCH,
+    AddScope,
     Dialect,
     Flavor,
     NativeRoute,
@@ -31,9 +33,8 @@ from gateway.upstream.flavors.base import (
     text_part,
     top_k,
 )
-from gateway.upstream.routes import USER, EngineRoute, fields
+from gateway.upstream.routes import EngineRoute
 
-CUBE_KEYS = ("mem_cube_id", "readable_cube_ids", "writable_cube_ids")
 MEMORY_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem")
 _FETCHABLE = ("http://", "https://")
 
@@ -66,6 +67,10 @@ def _chat_time(timestamp: Any) -> str | None:
 class MemOS(Dialect):
     name = "memos"
     names_files = True
+
+    def add_scope(self, body: Mapping[str, Any]) -> AddScope:
+        # MemOS sessions are global: owned in the default scope, whatever project_id says.
+        return AddScope(DEFAULT_SCOPE, DEFAULT_SCOPE, string(body.get("session_id")))
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:
@@ -139,23 +144,32 @@ class MemOS(Dialect):
 
 MEMOS = MemOS()
 
-# MemOS's server API past add and search. User registration, `/product/configure`, the
-# scheduler and `/admin/*` are engine-wide administration and stay closed.
+# MemOS's server API past add and search (`src/memos/api/routers/server_router.py`; it serves
+# no `/product/chat`). User and cube registration, `/product/configure`, the scheduler, the
+# playground and business-user chats, feedback (by memory ids), the reads by memory id and the
+# inner routes (`exist_mem_cube_id`, `get_user_names_by_memory_ids`, record ids, the dashboard)
+# and `/admin/*` are engine-wide or cannot be checked for their owner, and stay closed.
 MEMOS_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/product/get_all", scoped=True, note="a user's memories in a cube"),
-    EngineRoute("POST", "/product/delete_memory", scoped=True, note="delete in owned cubes"),
-    EngineRoute("POST", "/product/chat/complete", fields(USER, "body.user_id"), scoped=True,
-                note="chat over a user's memories"),
-    EngineRoute("POST", "/product/chat", fields(USER, "body.user_id"), scoped=True,
-                note="streamed chat over a user's memories"),
+    EngineRoute("POST", "/product/get_all", model=models.GET_ALL, note="one cube's memories"),
+    EngineRoute("POST", "/product/get_memory", model=models.GET_MEMORY,
+                note="one cube's memories, paged and filtered"),
+    EngineRoute("POST", "/product/delete_memory", model=models.DELETE,
+                note="delete the caller's memories by filter or file ids"),
+    EngineRoute("POST", "/product/chat/complete", model=models.CHAT_COMPLETE,
+                note="chat over the caller's cubes"),
+    EngineRoute("POST", "/product/chat/stream", model=models.CHAT_STREAM,
+                note="streamed chat over the caller's cubes"),
+    EngineRoute("POST", "/product/suggestions", model=models.SUGGESTIONS,
+                note="suggested queries from one cube"),
 )
 
 FLAVOR = Flavor(
     name="memos",
     dialect=MEMOS,
     native=(
-        NativeRoute("/product/add", ADD, MEMOS, follows_config=True),
-        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True, scoped=True),
+        NativeRoute("/product/add", ADD, MEMOS, follows_config=True, model=models.ADD),
+        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True,
+                    model=models.SEARCH),
     ),
     table=MEMOS_ROUTES,
 )
