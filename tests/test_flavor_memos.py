@@ -338,10 +338,6 @@ async def test_what_the_engine_would_splice_into_its_queries_is_refused(
     assert not route.called
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway's own /memories/add (and an upload's "
-                   "ingestion) writes MemOS's cube named like the caller without claiming it "
-                   "(gateway/routes/memories.py, the resources route): another user can "
-                   "claim that cube first and read what was written to it")
 async def test_the_cube_the_gateways_own_add_writes_is_the_callers(
     alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
@@ -349,6 +345,17 @@ async def test_the_cube_the_gateways_own_add_writes_is_the_callers(
     added = await bob.post("/memories/add", json={"session_id": "bobs-trip", "messages": [
         {"role": "user", "sender_id": "bob", "content": "hi"}]})
     assert added.status_code == 200, added.text  # MemOS wrote cube "bob"
+    claimed = await alice.post("/product/add", json={
+        "user_id": "alice", "writable_cube_ids": ["bob"], "messages": "hi"})
+    assert claimed.status_code == 403
+
+
+async def test_the_cube_an_uploads_ingestion_writes_is_the_uploaders(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    every_route(engine)
+    uploaded = await bob.post("/resources", files={"file": ("notes.txt", b"bob's notes")})
+    assert uploaded.status_code == 201, uploaded.text  # its ingestion wrote cube "bob"
     claimed = await alice.post("/product/add", json={
         "user_id": "alice", "writable_cube_ids": ["bob"], "messages": "hi"})
     assert claimed.status_code == 403

@@ -164,6 +164,13 @@ class OwnershipRules:
                 if isinstance(one, str) and one:
                     await self.claim_session(user_id, app_id, project_id, one)
 
+    async def claim_written(self, named: Named, user_id: str) -> None:
+        """What an add the gateway made will write into: never another user's (403), else the
+        caller's from now on."""
+        if named.ids:
+            await self.check_named(named, user_id, claims=True)
+            await self.claim(named, user_id)
+
     async def check_filter_tree(self, filters: Any, named: Named, user_id: str) -> bool:
         """`check_filters` over a tree; True when it names the caller or one of their agents."""
         await self.check_filters(filters, {"app_id": named.app_id,

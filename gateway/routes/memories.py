@@ -36,7 +36,7 @@ from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.search.items import DERIVED_CONTENT_MARKERS
 from gateway.services import Services, request_id, services, user_id
 from gateway.store.attachments import Intent, new_mapping
-from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_for
 from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import AddScope, everos_scope
 from gateway.upstream.headers import upstream_headers
@@ -156,6 +156,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
     session_id = scope.session_id
     if session_id is None:
         outgoing = _outgoing(dialect, native, payload, caller, items)
+        await _claim_written(svc, caller, native, add_path, outgoing)
         return relayed(*await _forward(request, svc, caller, add_path, raw, outgoing))
     app_id, project_id = scope.app_id, scope.project_id
     intent = Intent(id=new_id("int"), user_id=caller, kind="memory_add")
@@ -182,6 +183,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             url = await svc.links.signed_url(internal_uri, item.name, item.content_type)
             items[index] = replace(item, url=url)
     outgoing = _outgoing(dialect, native, payload, caller, items)
+    await _claim_written(svc, caller, native, add_path, outgoing)
     async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)
@@ -190,6 +192,14 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             await pending.commit()
             svc.metrics.attachments_recorded(intent.mappings)
     return relayed(status, headers, body)
+
+
+async def _claim_written(svc: Services, caller: str, native: bool, path: str,
+                         outgoing: dict[str, Any] | None) -> None:
+    """A payload the gateway made for `/memories/add` writes where the engine's model says."""
+    if not native and outgoing is not None:
+        written = flavor_for(svc.settings).written(path, outgoing)
+        await svc.rules.claim_written(written, caller)
 
 
 def _outgoing(dialect: Dialect, native: bool, payload: dict[str, Any], caller: str,

@@ -159,7 +159,8 @@ async def upload(request: Request) -> Response:
 
 async def _ingest(svc: Services, resource: Resource) -> Response | None:
     """Add the file's message to the engine and flush it; the upstream's answer on failure."""
-    calls = flavor_for(svc.settings).ingest_calls(
+    flavor = flavor_for(svc.settings)
+    calls = flavor.ingest_calls(
         svc.settings.upstream, resource.user_id,
         AddScope(resource.app_id, resource.project_id, resource.session_id),
         name=resource.name, content_type=resource.content_type,
@@ -168,6 +169,7 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
         flush=svc.settings.resources.flush_after_ingest,
     )
     for path, payload in calls:
+        await svc.rules.claim_written(flavor.written(path, payload), resource.user_id)
         status, headers, body = await svc.upstream.call_json(path, payload, resource.user_id)
         if not 200 <= status < 300:
             return relayed(status, headers, body)

@@ -100,7 +100,7 @@ async def test_a_passed_through_route_carrying_messages_is_guarded_too(
 
 
 @pytest.mark.parametrize(("flavor", "path", "body", "field"), [
-    ("mem0", "/memories", {"user_id": "bob", "run_id": "r1", "messages": [
+    ("mem0", "/v3/memories/add/", {"user_id": "bob", "run_id": "r1", "messages": [
         {"role": "user", "content": {"type": "image_url",
                                      "image_url": {"url": "http://169.254.169.254/"}}}]},
      "messages[0].content.image_url.url"),

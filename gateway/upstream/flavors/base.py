@@ -23,6 +23,8 @@ from gateway.attachments.add_body import (
     engine_type,
 )
 from gateway.config import FLAVOR_PATHS, UpstreamSettings
+from gateway.errors import ValidationFailed
+from gateway.identity.named import CUBE, GROUP, Named
 from gateway.ids import now_ms
 from gateway.search.items import FoundItem
 from gateway.upstream.models import RouteModel
@@ -186,6 +188,21 @@ class Flavor:
     def routes(self) -> RouteTable:
         """The intercepted routes first, then the pass-through table."""
         return RouteTable((*(route.entry for route in self.native), *self.table))
+
+    def written(self, path: str, payload: Any) -> Named:
+        """The groups and cubes an add payload the gateway made will write into, read by the
+        engine's own model of `path` (MemOS writes a user's own-name cube when none is named).
+
+        Empty when the route has no model or the payload is not one the model reads."""
+        segments = tuple(part for part in path.split("/") if part)
+        found = self.routes.find("POST", segments)
+        model = found[0].model if found is not None else None
+        if model is None:
+            return Named()
+        try:
+            return model.read(payload, {}, {}).only(GROUP, CUBE)
+        except ValidationFailed:
+            return Named()
 
     @property
     def session_keys(self) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from gateway.search.items import FoundItem, find_items
 from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import ADD, SEARCH, AddScope, Dialect, Flavor, NativeRoute
 from gateway.upstream.models import RouteModel
-from gateway.upstream.routes import USER, EngineRoute, fields
+from gateway.upstream.routes import EngineRoute
 
 
 class EverosV2(Dialect):
@@ -60,20 +60,6 @@ def everos_v2_routes(version: str) -> tuple[EngineRoute, ...]:
                     note="one async add's status by its random request id; no content"),
     )
 
-
-# EverMemOS v0 (the `evermemos` SDK): one message per add, `sender` is the owner and
-# `group_id` the conversation (a session); reads take their ids in the query (or a GET body).
-# Not served by EverOS 1.x: kept for the Cloud table only.
-EVERMEMOS_V0: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/api/v0/memories", fields(USER, "body.sender"), claims=True,
-                note="add one message; sender = caller, group_id claimed"),
-    EngineRoute("GET", "/api/v0/memories", fields(USER, "query.user_id", "body.user_id"),
-                scoped=True, note="fetch by memory type"),
-    EngineRoute("GET", "/api/v0/memories/search", fields(USER, "query.user_id"), scoped=True,
-                note="search"),
-    EngineRoute("DELETE", "/api/v0/memories", scoped=True, note="delete by filter"),
-    EngineRoute("GET", "/api/v0/status/request", note="an add's processing status by request id"),
-)
 
 FLAVOR = Flavor(
     name="everos",
