@@ -35,6 +35,7 @@ from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
+from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
 from gateway.store import agents
@@ -80,15 +81,17 @@ class Gateway:
                                           for entry in settings.upstream.allow_paths)
         links = FileLinks(settings, files, flavor.reads_local_files)
         fetch_guard = FetchGuard.from_settings(settings.upstream)
+        attachment_index = AttachmentIndex(db, links.download_url)
         self.services = Services(
             settings=settings,
             db=db,
             upstream=upstream,
             rules=rules,
-            proxy=Proxy(settings, upstream, rules, table, fetch_guard, rules.claim),
+            proxy=Proxy(settings, upstream, rules, table, fetch_guard, rules.claim,
+                        partial(filtered_answer, attachment_index)),
             authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
             files=files,
-            attachment_index=AttachmentIndex(db, links.download_url),
+            attachment_index=attachment_index,
             links=links,
             fetch_guard=fetch_guard,
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs,

@@ -395,3 +395,34 @@ async def test_v0_reads_check_the_query_and_the_get_body_the_engine_merges(
     mine = await bob.request("DELETE", "/api/v0/memories", json={"memory_id": "m1",
                                                                   "user_id": "bob"})
     assert mine.status_code == 200
+
+
+async def test_v0_reads_are_answered_like_a_search(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    """EverMemOS v0 answers (`result.memories`, `pending_messages`, `profiles`) keep their shape,
+    lose other users' items and items of groups another user owns, and get `attachments`."""
+    message = {"message_id": "m1", "create_time": "2026-01-01T00:00:00+00:00",
+               "content": "hi", "group_id": "alices-group"}
+    engine.post("/api/v0/memories").mock(return_value=httpx.Response(200, json={"status": "ok"}))
+    assert (await alice.post("/api/v0/memories", json={**message, "sender": "alice"})
+            ).status_code == 200
+    assert (await bob.post("/api/v0/memories", json={**message, "sender": "bob",
+                                                     "group_id": "bobs-group"})).status_code == 200
+    page = {"status": "ok", "result": {
+        "memories": [{"user_id": "bob", "group_id": "bobs-group", "summary": "bob's harbour"},
+                     {"user_id": "alice", "group_id": "alices-group", "summary": "hers"},
+                     {"group_id": "alices-group", "summary": "hers, no owner named"}],
+        "pending_messages": [{"group_id": "alices-group", "content": "hers, pending"}],
+        "profiles": [{"user_id": "alice", "profile_data": {"secret": "hers"}}],
+        "total_count": 5}}
+    for path in ("/api/v0/memories/search", "/api/v0/memories"):
+        engine.get(path).mock(return_value=httpx.Response(200, json=page))
+        response = await bob.get(f"{path}?user_id=bob&query=harbour")
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+        assert result["memories"] == [{"user_id": "bob", "group_id": "bobs-group",
+                                       "summary": "bob's harbour", "attachments": []}]
+        assert result["pending_messages"] == [] and result["profiles"] == []
+        assert "hers" not in response.text
+        assert int(response.headers["content-length"]) == len(response.content)

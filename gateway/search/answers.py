@@ -4,20 +4,22 @@ Two ways to the same bytes' meaning: `python_answer` over parsed items
 (gateway/search/items.py), the reference for every engine; `scanned_answer` over a page the C
 scanner read (gateway/search/page_scan.py), used for EverOS-shaped answers when it was built.
 Both are pure: the caller reads the sessions' owners and matchers between finding the sessions
-and answering.
+and answering. `filtered_answer` does all three for a passed-through read (EverMemOS v0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from gateway import jsonio
-from gateway.search.index import EMPTY, SessionMatcher
+from gateway.errors import UpstreamBadResponse
+from gateway.search.index import EMPTY, AttachmentIndex, SessionMatcher
 from gateway.search.items import FoundItem, drop, result
 
 Scope = tuple[str, str, str]  # (app_id, project_id, session_id)
+ItemsOf = Callable[[Any], list[FoundItem]]
 
 
 def session_ids(items: Sequence[FoundItem]) -> list[str]:
@@ -34,6 +36,27 @@ def is_foreign(session_id: str, app_id: str | None, project_id: str | None,
     return any(sid == session_id and (not app_id or app == app_id)
                and (not project_id or project == project_id)
                for app, project, sid in foreign_scopes)
+
+
+async def filtered_answer(
+    index: AttachmentIndex, caller: str, items_of: ItemsOf, body: bytes
+) -> bytes:
+    """A passed-through read answer in the engine's shape (EverMemOS v0): other users' items
+    and items of sessions another user owns dropped, attachments added to the rest."""
+    try:
+        answer = jsonio.loads(body)
+    except ValueError:
+        raise UpstreamBadResponse(f"upstream answer is not JSON ({len(body)} bytes)") from None
+    items = items_of(answer)
+    others = [item for item in items if isinstance(item.raw, dict)
+              and item.raw.get("user_id") not in (None, caller)]
+    if others:
+        drop(items, others)
+        gone = {id(item) for item in others}
+        items = [item for item in items if id(item) not in gone]
+    foreign, matchers = await index.lookup(caller, session_ids(items))
+    out, _ = python_answer(answer, items, True, foreign, matchers)
+    return out
 
 
 def python_answer(

@@ -147,6 +147,26 @@ def _item_type(item: Any, default: str) -> str:
     return default
 
 
+# EverMemOS v0 (`GET /api/v0/memories[/search]`): `{"result": {"memories", "pending_messages",
+# "profiles"}}`; an item's conversation is its `group_id`.
+V0_GROUPS = {"memories": "memory", "pending_messages": "pending_message", "profiles": "profile"}
+
+
+def v0_items(payload: Any) -> list[FoundItem]:
+    """The items of an EverMemOS v0 read answer (UpstreamBadResponse for another shape)."""
+    result = payload.get("result") if isinstance(payload, dict) else None
+    if not isinstance(result, dict):
+        raise UpstreamBadResponse("EverMemOS v0 answer has no `result` object")
+    found: list[FoundItem] = []
+    for key, kind in V0_GROUPS.items():
+        items = result.get(key)
+        if items is None:
+            continue
+        for item in _list(items, f"result.{key}"):
+            found.append(FoundItem(kind, item, items, ("group_id", "session_id")))
+    return found
+
+
 def drop(items: list[FoundItem], dropped: list[FoundItem]) -> None:
     """Remove items from the containers they sit in (identity, not equality)."""
     gone = {id(item.raw) for item in dropped}

@@ -29,6 +29,8 @@ from gateway.upstream.target import Target
 
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
+# (caller, the items of an answer, its bytes) -> the bytes answered (gateway/search/answers.py)
+FilterAnswer = Callable[[str, Callable[[Any], list[Any]], bytes], Awaitable[bytes]]
 
 # Bodies of these types may be large and are never identity-checked: they stream.
 _STREAMED_TYPES = (b"multipart/", b"application/octet-stream", b"image/", b"audio/", b"video/")
@@ -68,8 +70,10 @@ class Proxy:
     """Forwards what the flavour's route table lists, after the identity policy (SPEC §5)."""
 
     def __init__(self, settings: Settings, upstream: UpstreamClient, rules: OwnershipRules,
-                 table: RouteTable, fetch_guard: FetchGuard, claim: Claim | None = None):
+                 table: RouteTable, fetch_guard: FetchGuard, claim: Claim | None = None,
+                 filter_answer: FilterAnswer | None = None):
         self.settings = settings
+        self.filter_answer = filter_answer
         self.upstream = upstream
         self.rules = rules
         self.table = table
@@ -94,8 +98,28 @@ class Proxy:
         path = route.render(params)
         # A modelled route's engine reads no query string unless its model says so: none is sent.
         reads_query = route.model is None or route.model.query is not None
-        await self.forward(scope, send, user_id, request_id, body, path,
-                           target.upstream_query() if reads_query else "")
+        query = target.upstream_query() if reads_query else ""
+        if route.answer_items is not None and self.filter_answer is not None:
+            await self.filtered(scope, send, user_id, request_id, body, path, query, route)
+            return
+        await self.forward(scope, send, user_id, request_id, body, path, query)
+
+    async def filtered(self, scope: Scope, send: Send, user_id: str, request_id: str,
+                       body: Body, path: str, query: str, route: EngineRoute) -> None:
+        """A read answered like a search: buffered, other users' items dropped (SPEC §9)."""
+        assert route.answer_items is not None and self.filter_answer is not None
+        headers = upstream_headers(scope, self.settings, user_id, request_id)
+        status, answer_headers, answer = await self.upstream.call(
+            scope["method"], upstream_target(path, query), headers,
+            body if isinstance(body, bytes) else None)
+        if 200 <= status < 300:
+            answer = await self.filter_answer(user_id, route.answer_items, answer)
+            answer_headers = [(k, v) for k, v in answer_headers
+                              if k.lower() not in (b"content-length", b"content-encoding")]
+            answer_headers.append((b"content-length", str(len(answer)).encode()))
+        await send({"type": "http.response.start", "status": status,
+                    "headers": response_headers(answer_headers)})
+        await send({"type": "http.response.body", "body": answer})
 
     async def check(self, route: EngineRoute, payload: Any, target: Target,
                     params: dict[str, str], user_id: str) -> None:

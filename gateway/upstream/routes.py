@@ -10,7 +10,7 @@ exactly the route that was checked. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -96,6 +96,8 @@ class EngineRoute:
     # which fields are ids and which scope the route; GENERIC_FIELDS are for unmodelled
     # entries (`upstream.allow_paths`) only.
     model: RouteModel | None = None
+    # A read whose answer the gateway filters like a search (SPEC §9): the items it holds.
+    answer_items: Callable[[Any], list[Any]] | None = None
     segments: tuple[str | None, ...] = field(init=False, repr=False, compare=False)
     wildcard: bool = field(init=False, repr=False, compare=False)
     # What `named_in` reads, by place: top-level body keys and query names → their kinds, then

@@ -19,7 +19,7 @@ Answer = Callable[[httpx.Request], httpx.Response]
 
 
 def _default_answer(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, json={"user_id": "bob", "results": [], "data": {}})
+    return httpx.Response(200, json={"user_id": "bob", "results": [], "data": {}, "result": {}})
 
 
 @dataclass

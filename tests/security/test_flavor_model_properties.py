@@ -428,7 +428,7 @@ async def _unpinned(world: World, engine: RecordingEngine, flavor: str, route: E
 def _owned_by_the_caller(request: httpx.Request) -> httpx.Response:
     """Every answer, the owner read of a route by id included, belongs to the caller."""
     return httpx.Response(200, json={"user_id": request.headers.get("x-memory-user-id"),
-                                     "results": [], "data": {}})
+                                     "results": [], "data": {}, "result": {}})
 
 
 def _run(tmp_path: Path, body: Callable[[World, RecordingEngine], Any]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from gateway.attachments.add_body import AttachmentItem
 from gateway.errors import UpstreamBadResponse
 from gateway.ids import now_ms
-from gateway.search.items import FoundItem
+from gateway.search.items import FoundItem, v0_items
 from gateway.upstream.flavors import cloud_models as models
 from gateway.upstream.flavors.base import (
     ADD,
@@ -161,8 +161,12 @@ CLOUD_V2_ROUTES: tuple[EngineRoute, ...] = (
 CLOUD_V0_ROUTES: tuple[EngineRoute, ...] = (
     EngineRoute("POST", "/api/v0/memories", claims=True, model=models.V0_ADD,
                 note="add one message; group_id claimed"),
-    EngineRoute("GET", "/api/v0/memories", model=models.V0_FETCH, note="fetch by memory type"),
-    EngineRoute("GET", "/api/v0/memories/search", model=models.V0_SEARCH, note="search"),
+    EngineRoute("GET", "/api/v0/memories", model=models.V0_FETCH, answer_items=v0_items,
+                note="fetch by memory type; answered like a search (others' items dropped, "
+                "attachments added)"),
+    EngineRoute("GET", "/api/v0/memories/search", model=models.V0_SEARCH, answer_items=v0_items,
+                note="search; answered like a search (others' items dropped, attachments "
+                "added)"),
     EngineRoute("DELETE", "/api/v0/memories", model=models.V0_DELETE,
                 note="delete by combined criteria"),
     EngineRoute("GET", "/api/v0/status/request", model=models.V0_STATUS,
