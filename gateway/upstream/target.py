@@ -9,6 +9,7 @@ alike. Queries are percent-decoded with every value of a repeated name kept.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -24,9 +25,11 @@ class Target:
     query: dict[str, list[str]]
     pairs: list[tuple[str, str]]
 
-    def upstream_query(self) -> str:
-        """The query as checked, re-encoded: the engine decodes exactly these pairs."""
-        return urlencode(self.pairs, quote_via=quote) if self.pairs else ""
+    def upstream_query(self, keep: Container[str] | None = None) -> str:
+        """The query as checked, re-encoded: the engine decodes exactly these pairs (only the
+        names in `keep`, when given: what the route's engine reads)."""
+        pairs = self.pairs if keep is None else [pair for pair in self.pairs if pair[0] in keep]
+        return urlencode(pairs, quote_via=quote) if pairs else ""
 
 
 def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Target:

@@ -224,3 +224,19 @@ async def test_message_validation_is_the_engines(
         response = await bob.post("/api/v2/memory/add", json=body)
         assert response.status_code == 422, (body, response.text)
     assert engine.requests == []
+
+
+async def test_only_the_query_names_the_engine_reads_are_forwarded(
+    bob: httpx.AsyncClient, engine: RecordingEngine
+) -> None:
+    await add(bob, "bob-trip", message("bob"))
+    engine.requests.clear()
+    response = await bob.get("/api/v2/tasks?session_id=bob-trip&user_id=alice&agent%5Fid=x"
+                             "&page=2")
+    assert response.status_code == 200, response.text
+    [sent] = engine.requests
+    assert sorted(sent.url.params.multi_items()) == [("page", "2"), ("session_id", "bob-trip")]
+    response = await bob.post("/api/v2/memory/flush?session_id=alice-trip&app_id=zzz",
+                              json={"session_id": "bob-trip"})
+    assert response.status_code == 200
+    assert engine.requests[-1].url.query == b""

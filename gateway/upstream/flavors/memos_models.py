@@ -223,7 +223,9 @@ class DeleteMemoryRequest(BaseModel):
         return self
 
 
-class ChatCompleteRequest(BaseModel):
+class _ChatFields(BaseModel):
+    """What MemOS's chat requests share (`ChatRequest`)."""
+
     user_id: str
     query: str
     readable_cube_ids: list[PlainId] | None = None
@@ -246,8 +248,11 @@ class ChatCompleteRequest(BaseModel):
     filter: dict[str, Any] | None = None
     internet_search: bool = False
     threshold: float = 0.5
-    mem_cube_id: str | None = None  # declared, never read by handle_chat_complete
     moscube: bool = False
+
+
+class ChatCompleteRequest(_ChatFields):
+    mem_cube_id: str | None = None  # declared, never read by handle_chat_complete
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:
@@ -257,30 +262,7 @@ class ChatCompleteRequest(BaseModel):
         return self
 
 
-class ChatStreamRequest(BaseModel):
-    user_id: str
-    query: str
-    readable_cube_ids: list[PlainId] | None = None
-    writable_cube_ids: list[PlainId] | None = None
-    history: list[Any] | None = None
-    mode: SearchMode = "fast"
-    system_prompt: str | None = None
-    top_k: int = 10
-    session_id: PlainId | None = None
-    include_preference: bool = True
-    pref_top_k: int = 6
-    model_name_or_path: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    add_message_on_answer: bool = True
-    manager_user_id: str | None = None
-    project_id: str | None = None
-    relativity: float = Field(default=0.45, ge=0)
-    filter: dict[str, Any] | None = None
-    internet_search: bool = False
-    threshold: float = 0.5
-    moscube: bool = False
+class ChatStreamRequest(_ChatFields):
     mem_cube_id: PlainId | None = None
 
     @model_validator(mode="after")
