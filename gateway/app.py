@@ -31,6 +31,7 @@ from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
+from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
@@ -254,11 +255,12 @@ class Gateway:
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
             return
-        user = await self.services.authenticator.user_for(
+        principal = await self.services.authenticator.principal_for(
             (header(scope, b"authorization") or b"").decode("latin-1"),
             (header(scope, b"x-api-key") or b"").decode("latin-1"),
         )
-        scope["user_id"] = user
+        scope[PRINCIPAL_KEY] = principal
+        user = scope["user_id"] = principal.user_id
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE

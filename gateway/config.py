@@ -208,12 +208,13 @@ class Settings:
 
     def with_values(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some keys replaced, validated like file values (used by tests and CLI)."""
-        return _apply(self, {name: dict(values) for name, values in sections.items()}, "override")
+        tables = {_TABLE_OF_ATTR.get(name, name): dict(values) for name, values in sections.items()}
+        return _apply(self, tables, "override")
 
 
 @dataclass(frozen=True)
 class SettingInfo:
-    section: str
+    section: str  # as written in TOML: "server", or "auth.jwt" for a table inside [auth]
     key: str
     default: Any
     type: type
@@ -221,7 +222,13 @@ class SettingInfo:
 
     @property
     def env_var(self) -> str:
-        return f"{ENV_PREFIX}{self.section.upper()}_{self.key.upper()}"
+        return f"{ENV_PREFIX}{self.section.upper().replace('.', '_')}_{self.key.upper()}"
+
+
+def section_name(f: Any) -> str:
+    """A Settings field's TOML table: its name, or the dotted name in its metadata."""
+    name: str = f.metadata.get("section", f.name)
+    return name
 
 
 def _declared() -> list[SettingInfo]:
@@ -232,14 +239,16 @@ def _declared() -> list[SettingInfo]:
         defaults = section_cls()
         for f in fields(section_cls):
             default = getattr(defaults, f.name)
-            table.append(
-                SettingInfo(section.name, f.name, default, type(default), f.metadata["help"])
-            )
+            table.append(SettingInfo(section_name(section), f.name, default, type(default),
+                                     f.metadata["help"]))
     return table
 
 
 SETTINGS: list[SettingInfo] = _declared()
 _BY_NAME = {(s.section, s.key): s for s in SETTINGS}
+# TOML table name -> Settings attribute ("auth.jwt" -> "auth_jwt").
+_SECTION_ATTRS = {section_name(f): f.name for f in fields(Settings)}
+_TABLE_OF_ATTR = {attr: table for table, attr in _SECTION_ATTRS.items()}
 
 
 def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
@@ -287,19 +296,33 @@ def _coerce(info: SettingInfo, value: Any, origin: str) -> Any:
     return value
 
 
+def _tables(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Mapping[str, Any]]]:
+    """Each (table name, its keys) of a TOML document; `[auth.jwt]` is a table of its own."""
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for name, values in data.items():
+        table = f"{prefix}{name}"
+        if table not in _SECTION_ATTRS or not isinstance(values, Mapping):
+            raise ConfigError(f"unknown configuration section [{table}]")
+        own = {key: value for key, value in values.items()
+               if not (isinstance(value, Mapping) and f"{table}.{key}" in _SECTION_ATTRS)}
+        tables.append((table, own))
+        nested = {key: value for key, value in values.items() if key not in own}
+        tables += _tables(nested, f"{table}.")
+    return tables
+
+
 def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings:
     updates: dict[str, Any] = {}
-    for section_name, values in data.items():
-        if not hasattr(settings, section_name) or not isinstance(values, Mapping):
-            raise ConfigError(f"unknown configuration section [{section_name}]")
-        section = updates.get(section_name, getattr(settings, section_name))
+    for table, values in _tables(data):
+        attr = _SECTION_ATTRS[table]
+        section = updates.get(attr, getattr(settings, attr))
         changes = {}
         for key, value in values.items():
-            info = _BY_NAME.get((section_name, key))
+            info = _BY_NAME.get((table, key))
             if info is None:
-                raise ConfigError(f"unknown configuration key {section_name}.{key}")
+                raise ConfigError(f"unknown configuration key {table}.{key}")
             changes[key] = _coerce(info, value, origin)
-        updates[section_name] = replace(section, **changes)
+        updates[attr] = replace(section, **changes)
     result = _flavor_paths(replace(settings, **updates))
     _validate(result)
     return result
@@ -420,7 +443,7 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"configuration file {path} is not valid TOML: {exc}") from None
         settings = _apply(settings, data, "file")
-    env_data: dict[str, dict[str, Any]] = {}
+    env_data: dict[str, Any] = {}
     known_env = {info.env_var: info for info in SETTINGS}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX):
@@ -428,7 +451,10 @@ def load_settings(
         info = known_env.get(name)
         if info is None:
             raise ConfigError(f"unknown configuration variable {name}")
-        env_data.setdefault(info.section, {})[info.key] = value
+        table = env_data
+        for part in info.section.split("."):
+            table = table.setdefault(part, {})
+        table[info.key] = value
     if env_data:
         settings = _apply(settings, env_data, "env")
     return settings

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from gateway.errors import Unauthorized, ValidationFailed
+from gateway.identity.principal import Principal
 from gateway.store import Database, keys
 
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
@@ -55,7 +56,7 @@ def generate_key(user_id: str) -> NewKey:
 
 @dataclass
 class _Cached:
-    user_id: str
+    principal: Principal
     expires_at: float
     generation: int  # of the "keys" topic when the key was read
 
@@ -67,7 +68,13 @@ class Authenticator:
         self._cache: dict[str, _Cached] = {}
 
     async def user_for(self, authorization: str | None, api_key: str | None = None) -> str:
-        """The user behind `Authorization: Bearer|Token <key>` or `X-API-Key`, or Unauthorized.
+        """The user id of `principal_for`."""
+        return (await self.principal_for(authorization, api_key)).user_id
+
+    async def principal_for(
+        self, authorization: str | None, api_key: str | None = None
+    ) -> Principal:
+        """Who sent `Authorization: Bearer|Token <key>` or `X-API-Key`, or Unauthorized.
 
         `Token` is the scheme mem0's and MemOS's clients send. Two different keys in one request
         are refused rather than one of them picked.
@@ -88,7 +95,7 @@ class Authenticator:
         generation = self._db.generation("keys")  # before the read: a revocation meanwhile counts
         cached = self._cache.get(token)
         if cached is not None and cached.expires_at > now and cached.generation == generation:
-            return cached.user_id
+            return cached.principal
         match = _KEY.fullmatch(token)
         if match is None:
             raise Unauthorized("unknown API key")
@@ -99,11 +106,12 @@ class Authenticator:
             raise Unauthorized("unknown or revoked API key")
         if not hmac.compare_digest(hash_secret(secret), row.secret_sha256):
             raise Unauthorized("unknown or revoked API key")
+        principal = Principal("user", row.id, row.user_id)
         if self._ttl > 0:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[token] = _Cached(row.user_id, now + self._ttl, generation)
-        return row.user_id
+            self._cache[token] = _Cached(principal, now + self._ttl, generation)
+        return principal
 
     def forget(self) -> None:
         self._cache.clear()
