@@ -7,8 +7,11 @@ only). Checks downstream read `user_id` and `scopes`; rate limits key on `creden
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
+
+from gateway.errors import NotFound
 
 Kind = Literal["user", "service", "jwt", "admin"]
 READ = "read"
@@ -30,3 +33,17 @@ class Principal:
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes
+
+
+def request_principal(scope: Mapping[str, Any]) -> Principal:
+    """The Principal the gateway authenticated for this request (set before any route runs)."""
+    found: Principal = scope[PRINCIPAL_KEY]
+    return found
+
+
+def require_admin(scope: Mapping[str, Any]) -> Principal:
+    """The admin Principal of an /admin/ request; any other credential finds nothing there."""
+    principal = scope.get(PRINCIPAL_KEY)
+    if not isinstance(principal, Principal) or principal.kind != "admin":
+        raise NotFound(f"no such endpoint: {scope.get('path', '')}")
+    return principal
