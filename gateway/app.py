@@ -28,10 +28,11 @@ from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.errors import Forbidden, GatewayError, MethodNotAllowed, NotFound, RouteNotFound
+from gateway.identity import acting
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
-from gateway.identity.principal import PRINCIPAL_KEY
+from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
@@ -55,6 +56,7 @@ log = logging.getLogger("gateway")
 access_log = AccessLog()
 ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
 _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+ADMIN_PREFIX = "/admin"
 
 class Gateway:
     def __init__(
@@ -102,6 +104,7 @@ class Gateway:
             lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
         self._lease_upkeep: asyncio.Task[None] | None = None
+        self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
         # Fast pre-check: only paths starting like an owned route go through route matching.
@@ -122,9 +125,13 @@ class Gateway:
             # Close what was opened: the database's threads would keep the process alive.
             await self.shutdown()
             raise
-        self._lease_upkeep = asyncio.get_running_loop().create_task(recovery.keep_leases(
+        loop = asyncio.get_running_loop()
+        self._lease_upkeep = loop.create_task(recovery.keep_leases(
             self.services.db, self.services.files, self.services.lease, _log_settled
         ))
+        interval = self.settings.auth.last_used_interval_s
+        if interval > 0:
+            self._usage_upkeep = loop.create_task(_write_usage(self.services, interval))
 
     async def _settle_attachments(self) -> None:
         """Finish what a crash interrupted, then give every live resource its mapping."""
@@ -136,10 +143,15 @@ class Gateway:
             log.info("backfilled %d resource mapping(s)", made)
 
     async def shutdown(self) -> None:
-        if self._lease_upkeep is not None:
-            self._lease_upkeep.cancel()
-            await asyncio.gather(self._lease_upkeep, return_exceptions=True)
-            self._lease_upkeep = None
+        for task in (self._lease_upkeep, self._usage_upkeep):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._lease_upkeep = self._usage_upkeep = None
+        try:  # nothing to write unless requests were served, so the database is open
+            await self.services.authenticator.flush_usage()
+        except Exception:
+            log.exception("could not write the keys' last-used times")
         await self.services.drain()
         if self.services.llm is not None:
             await self.services.llm.aclose()
@@ -259,6 +271,15 @@ class Gateway:
             (header(scope, b"authorization") or b"").decode("latin-1"),
             (header(scope, b"x-api-key") or b"").decode("latin-1"),
         )
+        if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
+            scope[PRINCIPAL_KEY] = require_admin({PRINCIPAL_KEY: principal, "path": path})
+            scope["user_id"] = principal.user_id
+            if not await self._route(scope, receive, send, path):
+                raise RouteNotFound(f"no such endpoint: {path}")
+            return
+        if principal.kind == "admin":
+            raise Forbidden("an admin key reaches only the /admin/ routes")
+        principal = acting.with_header(principal, header(scope, acting.ACTING_HEADER_KEY))
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
@@ -274,6 +295,9 @@ class Gateway:
             if match is Match.FULL:
                 scope.update(child)
                 scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
+                principal = scope.get(PRINCIPAL_KEY)
+                if principal is not None and principal.kind != "admin":
+                    _admit(principal, scope["method"], route)
                 await route.handle(scope, receive, send)
                 return True
             if match is Match.PARTIAL and partial is None:
@@ -283,6 +307,24 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
+
+
+async def _write_usage(svc: Services, interval: float) -> None:
+    """Every `interval` seconds, the keys' last-used times noted since the last write."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await svc.authenticator.flush_usage()
+        except Exception:
+            log.exception("could not write the keys' last-used times (kept for the next try)")
+
+
+def _admit(principal: Principal, method: str, route: BaseRoute) -> None:
+    """An owned route's scope check; a service key must have said whom it acts for, except on
+    an engine path, whose handler takes the user from the route's user field."""
+    acting.require_scope(principal, method in ("GET", "HEAD") or getattr(route, "reads", False))
+    if not getattr(route, "names_user_in_body", False):
+        acting.require_acting_user(principal)
 
 
 def _log_settled(settled: recovery.Recovery) -> None:

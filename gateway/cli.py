@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,11 +24,12 @@ from gateway.config import (
     Settings,
     check_dev_engine_flavor,
     load_settings,
+    render_example,
 )
 from gateway.errors import ValidationFailed
 from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance
-from gateway.store import keys
+from gateway.store import audit, keys
 from gateway.store.database import database_for, is_postgresql, migrate, run_sync, shown_database
 from gateway.store.migrations import MigrationsMissing
 
@@ -205,53 +208,151 @@ def _print_table(rows: list[list[str]]) -> None:
 
 
 def keys_command(settings: Settings, args: argparse.Namespace) -> int:
+    new = None
     if args.keys_verb == "create":
         try:
-            new = generate_key(args.user)
-        except ValidationFailed as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
+            new = _new_key(args)
+        except (ValidationFailed, ValueError) as exc:
+            print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return 2
     database = settings.storage.database
     existed = is_postgresql(database) or Path(database).exists()
     migrate(database)
     print(("using " if existed else "created ") + _database_line(settings, args.config),
           file=sys.stderr)
-    return run_sync(_keys(settings, args, new if args.keys_verb == "create" else None))
+    return run_sync(_keys(settings, args, new))
 
 
-async def _keys(settings: Settings, args: argparse.Namespace, new: NewKey | None) -> int:
+@dataclass(frozen=True)
+class _KeyRequest:
+    key: NewKey
+    kind: str
+    scopes: tuple[str, ...]
+    name: str
+    expires_at_ms: int | None
+    users: str
+
+
+def _new_key(args: argparse.Namespace) -> _KeyRequest:
+    """The key `keys create` asked for (ValueError / ValidationFailed when it cannot be)."""
+    kind = "admin" if args.admin else "service" if args.service else "user"
+    if args.admin and args.service:
+        raise ValueError("--admin and --service exclude each other")
+    if args.users and kind != "service":
+        raise ValueError("--users is for service keys (--service) only")
+    if kind == "user" and not args.user:
+        raise ValueError("--user is required (or --service / --admin)")
+    scopes = tuple(sorted({part.strip() for part in args.scopes.split(",") if part.strip()}))
+    if not scopes or not set(scopes) <= {"read", "write"}:
+        raise ValueError(f"--scopes: expected read, write or read,write, got {args.scopes!r}")
+    expires_at_ms = None
+    if args.expires_in:
+        expires_at_ms = int((time.time() + parse_duration(args.expires_in)) * 1000)
+    owner = args.user or kind  # a service or admin key is named after its owner, or its kind
+    return _KeyRequest(generate_key(owner), kind, scopes, args.name, expires_at_ms, args.users)
+
+
+def parse_duration(text: str) -> float:
+    """`90d`, `12h`, `30m`, `45s` (or plain seconds) as seconds; ValueError otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    value = text.strip().lower()
+    factor = units.get(value[-1:], 0)
+    number = value[:-1] if factor else value
+    try:
+        seconds = float(number) * (factor or 1)
+    except ValueError:
+        raise ValueError(f"--expires-in: expected a duration such as 90d, 12h or 3600, "
+                         f"got {text!r}") from None
+    if seconds <= 0:
+        raise ValueError("--expires-in: must be positive")
+    return seconds
+
+
+def _cli_actor() -> str:
+    """Who ran an admin action from a shell, for the audit log."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _key_json(key: keys.ApiKey) -> dict[str, Any]:
+    return {
+        "id": key.id, "user_id": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
+        "name": key.name, "users": key.users_glob, "state": key.state,
+        "created_at": _iso(key.created_at_ms), "expires_at": _iso(key.expires_at_ms),
+        "last_used_at": _iso(key.last_used_at_ms), "revoked_at": _iso(key.revoked_at_ms),
+    }
+
+
+async def _keys(settings: Settings, args: argparse.Namespace, new: _KeyRequest | None) -> int:
     db = database_for(settings.storage.database)
     await db.open()
     try:
         if new is not None:
-            await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
-            print(f"created key {new.key_id} for user {new.user_id}; store it now, "
-                  "it is not shown again:")
-            print(new.token)
+            stored = await keys.insert(
+                db, new.key.key_id, new.key.user_id, hash_secret(new.key.secret),
+                kind=new.kind, scopes=new.scopes, name=new.name,
+                expires_at_ms=new.expires_at_ms, users_glob=new.users,
+                audit=(_cli_actor(), "keys.create"))
+            if args.json:
+                print(json.dumps({**_key_json(stored), "token": new.key.token}, indent=2))
+            else:
+                print(f"created {new.kind} key {stored.id} for {stored.user_id}; store it now, "
+                      "it is not shown again", file=sys.stderr)
+                print(new.key.token)
         elif args.keys_verb == "list":
             found = await keys.list_keys(db, args.user)
             if args.json:
-                print(json.dumps([{
-                    "id": key.id, "user_id": key.user_id,
-                    "state": "revoked" if key.revoked_at_ms else "active",
-                    "created_at": _iso(key.created_at_ms), "revoked_at": _iso(key.revoked_at_ms),
-                } for key in found], indent=2))
+                print(json.dumps([_key_json(key) for key in found], indent=2))
             elif not found:
                 print("no keys" + (f" for user {args.user}" if args.user else ""))
             else:
-                _print_table([["KEY ID", "USER", "STATE", "CREATED", "REVOKED"]] + [
-                    [key.id, key.user_id, "revoked" if key.revoked_at_ms else "active",
-                     _when(key.created_at_ms), _when(key.revoked_at_ms)]
+                _print_table([["KEY ID", "KIND", "USER", "SCOPES", "STATE", "CREATED", "EXPIRES",
+                               "LAST USED", "NAME"]] + [
+                    [key.id, key.kind, key.user_id, ",".join(key.scopes), key.state,
+                     _when(key.created_at_ms), _when(key.expires_at_ms),
+                     _when(key.last_used_at_ms), key.name]
                     for key in found
                 ])
+        elif args.keys_verb == "show":
+            key = await keys.find(db, args.key_id)
+            if key is None:
+                print(f"error: no key {args.key_id}", file=sys.stderr)
+                return 1
+            print(json.dumps(_key_json(key), indent=2))
         elif args.keys_verb == "revoke":
-            if not await keys.revoke(db, args.key_id):
+            if not await keys.revoke(db, args.key_id, audit=(_cli_actor(), "keys.revoke")):
                 print(f"error: no active key {args.key_id}", file=sys.stderr)
                 return 1
             print(f"revoked key {args.key_id}")
         return 0
     finally:
         await db.close()
+
+
+def audit_command(settings: Settings, args: argparse.Namespace) -> int:
+    async def show() -> int:
+        db = database_for(settings.storage.database)
+        await db.open()
+        try:
+            entries = await audit.page(db, 0, args.limit)
+        finally:
+            await db.close()
+        if args.json:
+            print(json.dumps([{"seq": e.seq, "at": _iso(e.at_ms), "admin_key_id": e.admin_key_id,
+                               "action": e.action, "target": e.target} for e in entries],
+                             indent=2))
+        elif not entries:
+            print("no admin actions recorded")
+        else:
+            _print_table([["SEQ", "AT", "BY", "ACTION", "TARGET"]] + [
+                [str(e.seq), _when(e.at_ms), e.admin_key_id, e.action, e.target]
+                for e in entries])
+        return 0
+
+    migrate(settings.storage.database)
+    return run_sync(show())
 
 
 def _version() -> str:
@@ -268,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     # declares it with a suppressed default, so a later parser never resets an earlier value.
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                        help="TOML configuration file (config.example.toml lists every key)")
+                        help="TOML configuration file (`memory-gateway config example` prints "
+                             "every key with its default)")
 
     parser = argparse.ArgumentParser(prog="memory-gateway", description=__doc__,
                                      parents=[config])
@@ -279,8 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
         return verbs.add_parser(name, help=help_text, description=help_text, parents=[config])
 
     serve_p = verb("serve", "run the gateway")
-    serve_p.add_argument("--host")
-    serve_p.add_argument("--port", type=int)
+    serve_p.add_argument("--host", help="listen address (default: server.host)")
+    serve_p.add_argument("--port", type=int, help="listen port (default: server.port)")
 
     keys_p = verb("keys", "manage API keys")
     key_verbs = keys_p.add_subparsers(dest="keys_verb", required=True, metavar="ACTION")
@@ -289,20 +391,52 @@ def build_parser() -> argparse.ArgumentParser:
         return key_verbs.add_parser(name, help=help_text, description=help_text,
                                     parents=[config])
 
-    create_p = key_verb("create", "create a key; printed as the last line")
-    create_p.add_argument("--user", required=True)
+    create_p = key_verb("create", "create a key; only the key is printed on stdout (the "
+                                  "notice goes to stderr), so KEY=$(memory-gateway keys create "
+                                  "--user alice) captures it")
+    create_p.add_argument("--user", metavar="USER_ID",
+                          help="the user the key is for (required for a user key; names the "
+                               "owner of a service or admin key)")
+    create_p.add_argument("--service", action="store_true",
+                          help="a service key: acts for the user named by X-Memory-Gateway-User "
+                               "or by an engine route's user field (docs/identity.md)")
+    create_p.add_argument("--users", metavar="GLOB", default="",
+                          help="service keys: the user ids it may act for, e.g. 'tenant-a.*' "
+                               "(default: any)")
+    create_p.add_argument("--admin", action="store_true",
+                          help="an admin key: reaches only the /admin/ API")
+    create_p.add_argument("--scopes", default="read,write", metavar="SCOPES",
+                          help="read, write or read,write (default read,write)")
+    create_p.add_argument("--name", default="", help="a label shown in listings")
+    create_p.add_argument("--expires-in", metavar="DURATION",
+                          help="the key stops working after this long: 90d, 12h, 30m or seconds")
+    create_p.add_argument("--json", action="store_true",
+                          help="print the key and its details as one JSON object")
     list_p = key_verb("list", "list keys (never the secrets)")
-    list_p.add_argument("--user")
+    list_p.add_argument("--user", metavar="USER_ID", help="only this user's keys")
     list_p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
-    revoke_p = key_verb("revoke", "revoke a key by id")
-    revoke_p.add_argument("key_id")
+    show_p = key_verb("show", "show one key's details (never its secret) as JSON")
+    show_p.add_argument("key_id", help="the key's id (the 16 hex digits after mgw_)")
+    revoke_p = key_verb("revoke", "revoke a key by id (at once, in every process)")
+    revoke_p.add_argument("key_id", help="the key's id (the 16 hex digits after mgw_)")
+
+    audit_p = verb("audit", "show the admin audit log (every key created or revoked, every "
+                            "erase and export), oldest first")
+    audit_p.add_argument("--limit", type=int, default=1000, help="at most this many entries")
+    audit_p.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+
+    config_p = verb("config", "the configuration")
+    config_verbs = config_p.add_subparsers(dest="config_verb", required=True, metavar="ACTION")
+    config_verbs.add_parser("example", help="print the full commented configuration (every key "
+                                            "with its default)", parents=[config])
 
     verb("migrate", "apply pending database migrations")
     verb("doctor", "check configuration, database, storage and upstream; say what to fix")
 
     dev_p = verb("dev-upstream", "run the built-in dev engine")
-    dev_p.add_argument("--host", default="127.0.0.1")
-    dev_p.add_argument("--port", type=int, default=None)
+    dev_p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    dev_p.add_argument("--port", type=int, default=None,
+                       help="listen port (default: dev_engine.port)")
     dev_p.add_argument("--database", default=None, help="SQLite file, or :memory:")
 
     for name, (help_text, add_arguments, _) in EXTRA_VERBS.items():
@@ -329,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.config = getattr(args, "config", None)
+    if args.verb == "config":  # needs no configuration of its own
+        print(render_example(), end="")
+        return 0
     if args.verb == "doctor":  # it reports a broken configuration itself
         from gateway.ops.doctor import run as doctor
 
@@ -360,6 +497,8 @@ def _main(argv: list[str] | None) -> int:
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)
     if args.verb == "keys":
         return keys_command(settings, args)
+    if args.verb == "audit":
+        return audit_command(settings, args)
     if args.verb == "migrate":
         done = migrate(settings.storage.database)
         for migration in done:

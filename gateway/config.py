@@ -147,6 +147,10 @@ class AuthSettings:
         5.0, "longest a verified API key is trusted without a database read (0 = always read);"
         " a revocation by any process takes effect at once regardless"
     )
+    last_used_interval_s: float = _setting(
+        60.0, "how often a process writes its keys' last-used times (lastUsedAtMs is at most "
+        "this late; 0 = at shutdown only)"
+    )
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,11 @@ class Forbidden(GatewayError):
     status, code, default_message = 403, "forbidden", "not allowed for this user"
 
 
+class InsufficientScope(Forbidden):
+    code = "insufficient_scope"
+    default_message = "this credential's scopes do not allow this call"
+
+
 class SessionOwnedByAnotherUser(Forbidden):
     code = "session_owned_by_another_user"
     default_message = "this session belongs to another user"

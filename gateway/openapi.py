@@ -24,6 +24,7 @@ OPENAPI_VERSION = "3.1.0"
 REF_TEMPLATE = "#/components/schemas/{model}"
 ERROR_SCHEMA_NAME = "ErrorResponse"
 SECURITY_SCHEME = "bearerAuth"
+ADMIN_SECURITY_SCHEME = "adminKey"
 
 DESCRIPTION = """\
 An authenticating, attachment-aware gateway in front of an EverOS-compatible memory engine.
@@ -208,6 +209,8 @@ def build_document(
             tags[doc.tag] = None
         if public:
             operation["security"] = []
+        elif path.startswith("/admin/"):
+            operation["security"] = [{ADMIN_SECURITY_SCHEME: []}]
         if parameters:
             operation["parameters"] = parameters
         if doc.request is not None:
@@ -243,8 +246,16 @@ def build_document(
                 SECURITY_SCHEME: {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "An API key created by `memory-gateway keys create`",
-                }
+                    "description": "A user or service key (`memory-gateway keys create`, "
+                                   "POST /admin/keys) or a JWT from the product's identity "
+                                   "provider (docs/identity.md)",
+                },
+                ADMIN_SECURITY_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An admin key (`memory-gateway keys create --admin`); it "
+                                   "reaches only /admin/",
+                },
             },
         },
         "security": [{SECURITY_SCHEME: []}],
@@ -261,7 +272,8 @@ def endpoint_table(document: dict[str, Any]) -> str:
     for path, methods in document["paths"].items():
         for method, operation in methods.items():
             tag = (operation.get("tags") or ["other"])[0]
-            key = "" if operation.get("security") is None else " (no key)"
+            security = operation.get("security")
+            key = "" if security is None else " (no key)" if security == [] else " (admin key)"
             by_tag.setdefault(tag, []).append(
                 f"| `{method.upper()} {path}` | {operation['summary']}{key} |"
             )

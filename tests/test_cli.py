@@ -130,11 +130,12 @@ def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: 
     table = cli(tmp_path, "keys", "list", "--config", str(config)).stdout.splitlines()
     as_json = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
 
-    assert table[0].split() == ["KEY", "ID", "USER", "STATE", "CREATED", "REVOKED"]
-    rows = {line.split()[1]: line for line in table[1:]}
+    assert table[0].split() == ["KEY", "ID", "KIND", "USER", "SCOPES", "STATE", "CREATED",
+                                "EXPIRES", "LAST", "USED", "NAME"]
+    rows = {line.split()[2]: line for line in table[1:]}
     assert set(rows) == {"alice", "bob"}
-    assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 2
-    assert " active " in rows["bob"] and len(TIME.findall(rows["bob"])) == 1
+    assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 1
+    assert " active " in rows["bob"] and " user " in rows["bob"] and " read,write " in rows["bob"]
     by_user = {key["user_id"]: key for key in as_json}
     assert by_user["alice"]["id"] == alice_id and by_user["alice"]["state"] == "revoked"
     assert by_user["bob"]["revoked_at"] is None

@@ -138,6 +138,9 @@ async def test_public_paths_need_no_key_and_the_rest_a_bearer_key(
             if path in PUBLIC_PATHS:
                 assert operation["security"] == []
                 assert "401" not in operation["responses"]
+            elif path.startswith("/admin/"):
+                assert operation["security"] == [{"adminKey": []}]
+                assert "401" in operation["responses"]
             else:
                 assert "security" not in operation
                 assert "401" in operation["responses"]

@@ -1,6 +1,9 @@
 """Identity: API keys (`mgw_<key id>_<secret>`), user-id validation, and the request check.
 
 Keys are random; the database keeps only SHA-256 of the secret, compared in constant time.
+A key's row says its kind (user, service, admin), scopes and expiry: the Principal made of it
+carries them (gateway/identity/principal.py). A key's last use is noted in memory and written
+in batches (`flush_usage`, every `auth.last_used_interval_s`), never on the request path.
 A verified key is kept in memory until the database's "keys" generation moves (a key revoked
 or deleted by any process: gateway/store/database.py) or `auth.key_cache_ttl_s` seconds pass,
 whichever comes first; so a revocation takes effect on the next request (on PostgreSQL, once the
@@ -57,8 +60,19 @@ def generate_key(user_id: str) -> NewKey:
 @dataclass
 class _Cached:
     principal: Principal
-    expires_at: float
+    expires_at: float  # monotonic: the cache TTL
     generation: int  # of the "keys" topic when the key was read
+    key_expires_at_ms: int | None  # wall clock: the key's own expiry
+
+
+def principal_of(row: keys.ApiKey) -> Principal:
+    """What a stored key authenticates as; a service key acts for no one until told."""
+    scopes = frozenset(row.scopes)
+    if row.kind == "service":
+        return Principal("service", row.id, "", scopes, row.users_glob)
+    if row.kind == "admin":
+        return Principal("admin", row.id, row.user_id, scopes)
+    return Principal("user", row.id, row.user_id, scopes)
 
 
 class Authenticator:
@@ -66,6 +80,7 @@ class Authenticator:
         self._db = db
         self._ttl = cache_ttl_s
         self._cache: dict[str, _Cached] = {}
+        self._used: dict[str, int] = {}  # key id -> last use (ms), not yet written
 
     async def user_for(self, authorization: str | None, api_key: str | None = None) -> str:
         """The user id of `principal_for`."""
@@ -95,7 +110,10 @@ class Authenticator:
         generation = self._db.generation("keys")  # before the read: a revocation meanwhile counts
         cached = self._cache.get(token)
         if cached is not None and cached.expires_at > now and cached.generation == generation:
-            return cached.principal
+            if cached.key_expires_at_ms is None or cached.key_expires_at_ms > _now_ms():
+                self._used[cached.principal.credential_id] = _now_ms()
+                return cached.principal
+            self._cache.pop(token, None)
         match = _KEY.fullmatch(token)
         if match is None:
             raise Unauthorized("unknown API key")
@@ -106,12 +124,30 @@ class Authenticator:
             raise Unauthorized("unknown or revoked API key")
         if not hmac.compare_digest(hash_secret(secret), row.secret_sha256):
             raise Unauthorized("unknown or revoked API key")
-        principal = Principal("user", row.id, row.user_id)
+        if row.expired(_now_ms()):
+            raise Unauthorized("expired API key")
+        principal = principal_of(row)
         if self._ttl > 0:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[token] = _Cached(principal, now + self._ttl, generation)
+            self._cache[token] = _Cached(principal, now + self._ttl, generation,
+                                         row.expires_at_ms)
+        self._used[row.id] = _now_ms()
         return principal
 
     def forget(self) -> None:
         self._cache.clear()
+
+    async def flush_usage(self) -> None:
+        """Write the last-used times noted since the previous flush (one transaction)."""
+        used, self._used = self._used, {}
+        try:
+            await keys.touch(self._db, used)
+        except Exception:
+            for key_id, at_ms in used.items():  # kept for the next flush
+                self._used[key_id] = max(at_ms, self._used.get(key_id, 0))
+            raise
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from gateway.errors import NotFound
+from gateway.errors import RouteNotFound
 
 Kind = Literal["user", "service", "jwt", "admin"]
 READ = "read"
@@ -45,5 +45,5 @@ def require_admin(scope: Mapping[str, Any]) -> Principal:
     """The admin Principal of an /admin/ request; any other credential finds nothing there."""
     principal = scope.get(PRINCIPAL_KEY)
     if not isinstance(principal, Principal) or principal.kind != "admin":
-        raise NotFound(f"no such endpoint: {scope.get('path', '')}")
+        raise RouteNotFound(f"no such endpoint: {scope.get('path', '')}")
     return principal

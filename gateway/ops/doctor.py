@@ -454,7 +454,8 @@ def run(config: str | None, out: IO[str] | None = None,
         settings = load_settings(config, environ)
     except ConfigError as exc:
         report(Check(FAIL, "configuration", str(exc),
-                     "correct the key named above (see config.example.toml for every key)"))
+                     "correct the key named above (`memory-gateway config example` prints "
+                     "every key)"))
     else:
         for group in (check_settings(settings, config, environ), check_database(settings, config),
                       check_storage(settings), check_file_store(settings),

@@ -6,6 +6,7 @@ from starlette.routing import BaseRoute
 
 from gateway.config import Settings
 from gateway.routes import (
+    admin,
     agent_memories,
     agents,
     assets,
@@ -48,5 +49,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
-        *attachments.routes, *files.routes,
+        *attachments.routes, *files.routes, *admin.routes,
     ]

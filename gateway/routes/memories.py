@@ -29,12 +29,13 @@ from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
 from gateway.errors import UpstreamBadResponse, UserIdRequired, ValidationFailed
+from gateway.identity import acting
 from gateway.ids import new_id
 from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_exceeds, relayed
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.search.items import DERIVED_CONTENT_MARKERS
-from gateway.services import Services, request_id, services, user_id
+from gateway.services import Services, request_id, services
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_for
 from gateway.upstream.flavors import everos_models as models
@@ -105,7 +106,6 @@ async def _json_body(request: Request, entry: EngineRoute
                      ) -> tuple[Services, str, bytes, dict[str, Any], Named]:
     """The body read once as strict JSON, and the identity policy run on it (SPEC §3, §5)."""
     svc = services(request)
-    caller = user_id(request)
     raw = await body_bytes(request)
     payload = strict_json(request.scope["headers"], raw)
     if payload is None:
@@ -115,6 +115,7 @@ async def _json_body(request: Request, entry: EngineRoute
                                field="body")
     target: Target | None = request.scope.get(TARGET_KEY)
     named = named_in(entry, payload, target.query if target else {}, {})
+    caller = acting.settle_from_route(request.scope, named)
     scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
@@ -251,9 +252,19 @@ async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, bo
 
 
 class EngineOwnedRoute(Route):
-    """An engine's own path: its other methods are the engine's too, so they are proxied."""
+    """An engine's own path: its other methods are the engine's too, so they are proxied; a
+    service key may name its user in the route's own user field (gateway/identity/acting.py)."""
 
     passes_other_methods = True
+    names_user_in_body = True
+
+
+class EngineOwnedSearch(EngineOwnedRoute):
+    reads = True  # needs only the `read` scope
+
+
+class SearchRoute(Route):
+    reads = True
 
 
 def _native(route: NativeRoute) -> Any:
@@ -288,8 +299,8 @@ def memory_routes(flavor: Flavor) -> list[Route]:
 
     return [
         Route(ADD_PATH, add, methods=["POST"]),
-        Route(SEARCH_PATH, search, methods=["POST"]),
+        SearchRoute(SEARCH_PATH, search, methods=["POST"]),
         # Matched on the normalised path (no trailing slash); forwarded as the engine spells it.
-        *(EngineOwnedRoute(route.path.rstrip("/"), _native(route), methods=["POST"])
-          for route in flavor.native),
+        *((EngineOwnedRoute if route.kind == ADD else EngineOwnedSearch)(
+            route.path.rstrip("/"), _native(route), methods=["POST"]) for route in flavor.native),
     ]

@@ -1,11 +1,19 @@
-"""API keys: rows of `api_keys` (the secret is stored only as its SHA-256)."""
+"""API keys: rows of `api_keys` (the secret is stored only as its SHA-256).
+
+A key has a kind (`user`, `service`, `admin`), scopes (`read`, `write`), a name, an optional
+expiry and a last-used time (written in batches by the Authenticator, never per request).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gateway.store.audit import record_in
 from gateway.store.database import Database, Row
+
+KINDS = ("user", "service", "admin")
 
 
 @dataclass(frozen=True)
@@ -15,11 +23,30 @@ class ApiKey:
     secret_sha256: str
     created_at_ms: int
     revoked_at_ms: int | None
+    kind: str = "user"
+    scopes: tuple[str, ...] = ("read", "write")
+    name: str = ""
+    expires_at_ms: int | None = None
+    last_used_at_ms: int | None = None
+    users_glob: str = ""  # service keys: the user ids it may act for ("" = any)
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and self.expires_at_ms <= now_ms
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at_ms is not None:
+            return "revoked"
+        if self.expired(int(time.time() * 1000)):
+            return "expired"
+        return "active"
 
 
 def _key(row: Row) -> ApiKey:
     return ApiKey(
-        row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"], row["revoked_at_ms"]
+        row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"],
+        row["revoked_at_ms"], row["kind"], tuple(s for s in row["scopes"].split(",") if s),
+        row["name"], row["expires_at_ms"], row["last_used_at_ms"], row["users_glob"],
     )
 
 
@@ -28,12 +55,26 @@ async def find(db: Database, key_id: str) -> ApiKey | None:
     return None if row is None else _key(row)
 
 
-async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str) -> None:
+async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str, *,
+                 kind: str = "user", scopes: Iterable[str] = ("read", "write"), name: str = "",
+                 expires_at_ms: int | None = None, users_glob: str = "",
+                 audit: tuple[str, str] | None = None) -> ApiKey:
+    """Store a new key; `audit` = (admin key id, action) records it in the admin log too."""
+    assert kind in KINDS, kind
+    now = int(time.time() * 1000)
+    scope_text = ",".join(sorted(set(scopes)))
     async with db.write() as tx:
         await tx.execute(
-            "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
-            (key_id, user_id, secret_sha256, int(time.time() * 1000)),
+            "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms, kind, scopes, name,"
+            " expires_at_ms, users_glob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key_id, user_id, secret_sha256, now, kind, scope_text, name, expires_at_ms,
+             users_glob),
         )
+        if audit is not None:
+            await record_in(tx, audit[0], audit[1], key_id)
+    return ApiKey(key_id, user_id, secret_sha256, now, None, kind,
+                  tuple(s for s in scope_text.split(",") if s), name, expires_at_ms, None,
+                  users_glob)
 
 
 async def user_exists(db: Database, user_id: str) -> bool:
@@ -52,10 +93,55 @@ async def list_keys(db: Database, user_id: str | None = None) -> list[ApiKey]:
     return [_key(row) for row in rows]
 
 
-async def revoke(db: Database, key_id: str) -> bool:
+async def page(db: Database, user_id: str | None, after: tuple[int, str] | None,
+               limit: int) -> list[ApiKey]:
+    """Keys in creation order after the cursor position (created_at_ms, id)."""
+    where: list[str] = []
+    args: list[object] = []
+    if user_id is not None:
+        where.append("user_id = ?")
+        args.append(user_id)
+    if after is not None:
+        where.append("(created_at_ms > ? OR (created_at_ms = ? AND id > ?))")
+        args += [after[0], after[0], after[1]]
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = await db.read(f"SELECT * FROM api_keys {clause}ORDER BY created_at_ms, id LIMIT ?",
+                         (*args, limit))
+    return [_key(row) for row in rows]
+
+
+async def revoke(db: Database, key_id: str, audit: tuple[str, str] | None = None) -> bool:
     async with db.write() as tx:
         changed = await tx.execute(
             "UPDATE api_keys SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL",
             (int(time.time() * 1000), key_id),
         )
+        if changed == 1 and audit is not None:
+            await record_in(tx, audit[0], audit[1], key_id)
     return changed == 1
+
+
+async def touch(db: Database, used: dict[str, int]) -> None:
+    """Move the last-used times of keys (key id -> ms), one transaction for the batch."""
+    if not used:
+        return
+    async with db.write() as tx:
+        for key_id, at_ms in used.items():
+            await tx.execute(
+                "UPDATE api_keys SET last_used_at_ms = ? WHERE id = ?"
+                " AND (last_used_at_ms IS NULL OR last_used_at_ms < ?)",
+                (at_ms, key_id, at_ms),
+            )
+
+
+async def users(db: Database, after: str | None, limit: int) -> list[str]:
+    """User ids that have keys, in order, after `after`."""
+    if after is None:
+        rows = await db.read(
+            "SELECT DISTINCT user_id FROM api_keys WHERE kind <> 'admin' ORDER BY user_id LIMIT ?",
+            (limit,))
+    else:
+        rows = await db.read(
+            "SELECT DISTINCT user_id FROM api_keys WHERE kind <> 'admin' AND user_id > ?"
+            " ORDER BY user_id LIMIT ?", (after, limit))
+    return [row["user_id"] for row in rows]

@@ -42,7 +42,7 @@ def _connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
 @lru_cache(maxsize=8)
 def _replaced_names(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes]:
     """Header names never taken from the client: ours, in every spelling (case, `_` for `-`)."""
-    names = {user_header, *configured, "authorization", "x-api-key"}
+    names = {user_header, *configured, "authorization", "x-api-key", "x-memory-gateway-user"}
     return frozenset(name.lower().replace("_", "-").encode() for name in names)
 
 

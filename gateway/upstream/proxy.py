@@ -20,7 +20,9 @@ from gateway.attachments.fetch_guard import FetchGuard, item_uris
 from gateway.attachments.uris import check_uris
 from gateway.config import Settings
 from gateway.errors import NotFound, RouteNotFound, UserIdRequired
+from gateway.identity import acting
 from gateway.identity.ownership import OwnershipRules
+from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
 from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import strict_json
@@ -88,9 +90,10 @@ class Proxy:
         if found is None:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
+        acting.require_scope(scope[PRINCIPAL_KEY], route.reads)
         body: bytes | None = await read_body(scope, receive, self.settings.limits.max_body_bytes)
         payload = strict_json(scope["headers"], body) if body else None
-        await self.check(route, payload, target, params, user_id)
+        user_id = await self.check(scope, route, payload, target, params)
         if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             body = None
         if route.owner_probe is not None:
@@ -123,11 +126,12 @@ class Proxy:
                     "headers": response_headers(answer_headers)})
         await send({"type": "http.response.body", "body": answer})
 
-    async def check(self, route: EngineRoute, payload: Any, target: Target,
-                    params: dict[str, str], user_id: str) -> None:
+    async def check(self, scope: Scope, route: EngineRoute, payload: Any, target: Target,
+                    params: dict[str, str]) -> str:
         """The one identity policy, on every id the request names, and on the URIs the engine
-        would read or fetch (403 / 422, nothing sent)."""
+        would read or fetch (403 / 422, nothing sent); the user the request acts as."""
         named = named_in(route, payload, target.query, params)
+        user_id = acting.settle_from_route(scope, named)
         # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes there.
         scoped = await self.rules.check_named(named, user_id,
                                               claims=route.claims or route.model is None)
@@ -139,6 +143,7 @@ class Proxy:
             await self.fetch_guard.check(item_uris(items))
         if route.claims and self.claim is not None:
             await self.claim(named, user_id)
+        return user_id
 
     async def probe_owner(self, probe: str, params: dict[str, str], scope: Scope,
                           user_id: str, request_id: str) -> None:

@@ -41,6 +41,11 @@ PATH = "path"
 # What an owned handler does with an intercepted route (gateway/routes/memories.py).
 ADD = "add"
 SEARCH = "search"
+# POST routes of the engines that only read: the last literal segment of their path.
+_READ_VERBS = frozenset({"search", "get", "get_all", "get_memory", "suggestions", "summary"})
+# POST routes that list or read although their name does not say so (mem0's list, export).
+_READ_PATHS = frozenset({"/v3/memories/", "/v1/exports/"})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,19 @@ class EngineRoute:
     body_paths: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
     query_keys: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     path_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+
+    @property
+    def reads(self) -> bool:
+        """Whether the route only reads (the `read` scope suffices, SPEC §17): GET, the
+        searches, and the POST reads by name."""
+        if self.method in _READ_METHODS or self.handled == SEARCH:
+            return True
+        if self.method != "POST":
+            return False
+        if self.pattern in _READ_PATHS:
+            return True
+        literal = [part for part in self.pattern.split("/") if part and not part.startswith("{")]
+        return bool(literal) and literal[-1] in _READ_VERBS
 
     def __post_init__(self) -> None:
         assert self.pattern.startswith("/"), self.pattern
