@@ -174,15 +174,19 @@ def engine() -> respx.MockRouter:
     return respx.MockRouter(base_url=ENGINE, assert_all_called=False)
 
 
-def create_key(settings: Settings, user_id: str) -> str:
+def create_key(settings: Settings, user_id: str, *, kind: str = "user",
+               scopes: str = "read,write", users: str = "",
+               expires_at_ms: int | None = None) -> str:
     """A key made as `memory-gateway keys create` makes it (database migrated first)."""
     if not is_postgresql(settings.storage.database):  # the session's PostgreSQL one is migrated
         migrate(settings.storage.database)
     new = generate_key(user_id)
     databases.execute(
         settings.storage.database,
-        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) VALUES (?, ?, ?, ?)",
-        new.key_id, new.user_id, hash_secret(new.secret), now_ms(),
+        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms, kind, scopes,"
+        " users_glob, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        new.key_id, new.user_id, hash_secret(new.secret), now_ms(), kind, scopes, users,
+        expires_at_ms,
     )
     return new.token
 

@@ -254,3 +254,80 @@ def test_serve_exits_non_zero_when_start_up_fails_after_opening_the_database(
     assert "no such table: pending_intents" in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "error: start-up failed (the log above says why); stopped")
+
+
+def test_keys_create_prints_only_the_key_on_stdout(tmp_path: Path, config: Path) -> None:
+    made = cli(tmp_path, "keys", "create", "--user", "alice", "--config", str(config))
+    assert made.returncode == 0, made.stderr
+    assert re.fullmatch(r"mgw_[0-9a-f]{16}_[A-Za-z0-9_-]+\n", made.stdout)
+    assert "not shown again" in made.stderr
+
+
+def test_keys_create_json_and_every_kind(tmp_path: Path, config: Path) -> None:
+    service = json.loads(cli(tmp_path, "keys", "create", "--service", "--users", "tenant-a.*",
+                             "--scopes", "read", "--name", "backend", "--expires-in", "1d",
+                             "--json", "--config", str(config)).stdout)
+    admin = json.loads(cli(tmp_path, "keys", "create", "--admin", "--json",
+                           "--config", str(config)).stdout)
+    assert service["kind"] == "service" and service["users"] == "tenant-a.*"
+    assert service["scopes"] == ["read"] and service["name"] == "backend"
+    assert service["token"].startswith(f"mgw_{service['id']}_")
+    expires = datetime.fromisoformat(service["expires_at"])
+    assert 23 * 3600 < (expires - datetime.now(UTC)).total_seconds() <= 24 * 3600
+    assert admin["kind"] == "admin" and admin["scopes"] == ["read", "write"]
+    shown = json.loads(cli(tmp_path, "keys", "show", service["id"], "--config",
+                           str(config)).stdout)
+    assert shown["id"] == service["id"] and "token" not in shown
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--users", "a*", "--user", "bob"], "--users is for service keys"),
+    (["--service", "--admin"], "exclude each other"),
+    ([], "--user is required"),
+    (["--user", "bob", "--scopes", "delete"], "--scopes"),
+    (["--user", "bob", "--expires-in", "soon"], "--expires-in"),
+    (["--user", "../etc"], "user id"),
+])
+def test_keys_create_refuses_what_it_cannot_make(
+    tmp_path: Path, config: Path, args: list[str], message: str
+) -> None:
+    made = cli(tmp_path, "keys", "create", *args, "--config", str(config))
+    assert made.returncode == 2 and made.stdout == ""
+    assert message in made.stderr
+
+
+def test_cli_key_actions_are_in_the_audit_log(tmp_path: Path, config: Path) -> None:
+    token = cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config)).stdout
+    key_id = token.split("_")[1]
+    cli(tmp_path, "keys", "revoke", key_id, "--config", str(config))
+    log = json.loads(cli(tmp_path, "audit", "--json", "--config", str(config)).stdout)
+    assert [(e["action"], e["target"]) for e in log] == [("keys.create", key_id),
+                                                         ("keys.revoke", key_id)]
+    assert all(e["admin_key_id"].startswith("cli") for e in log)
+
+
+def test_config_example_prints_the_full_configuration(tmp_path: Path) -> None:
+    from gateway.config import render_example
+
+    shown = cli(tmp_path, "config", "example")
+    assert shown.returncode == 0
+    assert shown.stdout == render_example()
+    assert (ROOT / "config.example.toml").read_text() == shown.stdout
+
+
+def test_every_option_has_help_text() -> None:
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, name: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    walk(sub, f"{name} {sub_name}".strip())
+            elif action.option_strings and not action.help and action.dest != "help":
+                missing.append(f"{name} {action.option_strings[0]}")
+            elif not action.option_strings and not action.help and action.dest not in (
+                    "verb", "keys_verb", "config_verb"):
+                missing.append(f"{name} {action.dest}")
+
+    walk(build_parser(), "")
+    assert missing == []

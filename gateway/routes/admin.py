@@ -188,7 +188,7 @@ async def audit_log(request: Request) -> Response:
                                query.limit + 1)
     more = len(entries) > query.limit
     entries = entries[:query.limit]
-    next_cursor = encode_cursor(entries[-1].seq, "") if more and entries else None
+    next_cursor = encode_cursor(entries[-1].seq, "audit") if more and entries else None
     return json_response(AuditList(
         items=[AuditOut(seq=e.seq, at_ms=e.at_ms, admin_key_id=e.admin_key_id, action=e.action,
                         target=e.target) for e in entries],

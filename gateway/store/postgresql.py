@@ -349,9 +349,16 @@ _TOPIC_TABLES = {"api_keys": "keys", "memory_sessions": "sessions",
 _TABLE_NAMES = re.compile(r"\b(" + "|".join(_TOPIC_TABLES) + r")\b", re.IGNORECASE)
 
 
+# Statements that change only columns no process keeps (a key's last use: migration 0010's
+# trigger ignores it too).
+_UNKEPT_WRITES = re.compile(r"\s*UPDATE api_keys SET last_used_at_ms = \? WHERE id = \?")
+
+
 @lru_cache(maxsize=2048)
 def written_topics(sql: str) -> frozenset[str]:
     """The topics a statement may change: those whose tables it names."""
+    if _UNKEPT_WRITES.match(sql):
+        return frozenset()
     return frozenset(_TOPIC_TABLES[name.lower()] for name in _TABLE_NAMES.findall(sql))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,8 @@ from starlette.routing import Route
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, episodes, rows
+from tests.conftest import client_for
+from tests.security.support import credential_headers
 from tests.reliability.support import assert_error_shape
 
 pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
@@ -157,6 +159,17 @@ PROBES: list[Probe] = [
                    f"/conversations/{{bob_conversation_id}}/tool-calls/{{tool_message_id}}/"
                    f"{action}")),
 ]
+# The admin API: no credential but an admin key finds anything there (SPEC §17).
+ADMIN = "route_not_found"
+PROBES += [
+    p("POST", "/admin/keys", 404, lambda ids: {"userId": "bob", "kind": "user"}, ADMIN),
+    p("GET", "/admin/keys", 404, code=ADMIN),
+    p("GET", "/admin/keys/{key_id}", 404, code=ADMIN, path="/admin/keys/0123456789abcdef"),
+    p("DELETE", "/admin/keys/{key_id}", 404, code=ADMIN, path="/admin/keys/0123456789abcdef"),
+    p("GET", "/admin/users", 404, code=ADMIN),
+    p("GET", "/admin/audit", 404, code=ADMIN),
+]
+
 # Engine paths the gateway does not own but checks (SPEC §3): refused, nothing forwarded.
 PROXY_PROBES: list[Probe] = [
     p("POST", "/api/v2/memory/get", 403, get_as("alice"), FORBIDDEN),
@@ -255,6 +268,17 @@ async def alices_view(alice: httpx.AsyncClient, ids: dict[str, str]) -> list[Any
         assert content.status_code == 200, (path, content.text)
         seen.append(content.content)
     return seen
+
+
+@pytest.fixture(params=["user", "service"])
+async def bob(request: pytest.FixtureRequest, app: Gateway,
+              settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """bob by each credential that can act for him: his own key, or a service key naming him
+    in X-Memory-Gateway-User. Either finds none of alice's data."""
+    headers = credential_headers(settings, "bob", request.param)
+    async with client_for(app) as client:
+        client.headers.update(headers)
+        yield client
 
 
 def owned_endpoints(app: Gateway) -> set[tuple[str, str]]:

@@ -66,5 +66,24 @@ def keyed(app: Gateway, settings: Settings, user: str) -> httpx.AsyncClient:
     return client(app, {"Authorization": f"Bearer {create_key(settings, user)}"})
 
 
+# Every kind of credential that can name a user (SPEC §17): the isolation sweeps run once per
+# kind and must find nothing. "service" acts by X-Memory-Gateway-User; "service-glob" is a
+# service key restricted to that one user, acting by the route's own user field.
+CREDENTIAL_KINDS = ("user", "service", "service-glob")
+
+
+def credential_headers(settings: Settings, user: str, kind: str) -> dict[str, str]:
+    """Request headers of a credential of `kind` that acts for `user`."""
+    if kind == "user":
+        return {"Authorization": f"Bearer {create_key(settings, user)}"}
+    if kind == "service":
+        token = create_key(settings, "backend", kind="service")
+        return {"Authorization": f"Bearer {token}", "X-Memory-Gateway-User": user}
+    if kind == "service-glob":
+        token = create_key(settings, "backend", kind="service", users=user)
+        return {"Authorization": f"Bearer {token}"}
+    raise AssertionError(kind)
+
+
 def body_of(request: httpx.Request) -> Any:
     return json.loads(request.content) if request.content else None

@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.upstream.flavors import FLAVORS
 from gateway.upstream.routes import BODY, PATH, QUERY, SENDER, EngineRoute, Field
 from tests.conftest import create_key
-from tests.security.support import RecordingEngine, client, gateway_with, settings_for
+from tests.security.support import (
+    CREDENTIAL_KINDS,
+    RecordingEngine,
+    client,
+    credential_headers,
+    gateway_with,
+    settings_for,
+)
 
 VICTIM = "alice"
 CASES = [(name, route) for name, flavor in FLAVORS.items() for route in flavor.routes.routes]
@@ -87,6 +95,7 @@ def attempts(draw: st.DrawFn) -> tuple[str, EngineRoute, Field | None, dict[str,
         "key": draw(st.integers(0, 3)),
         "repeat": draw(st.booleans()),
         "header": draw(st.sampled_from(USER_HEADER_SPELLINGS)),
+        "credential": draw(st.sampled_from(CREDENTIAL_KINDS)),
     }
 
 
@@ -105,7 +114,8 @@ async def _property(tmp_path: Path) -> None:
     for name in FLAVORS:
         config = settings_for(tmp_path / name, flavor=name)
         context = gateway_with(config, engine)
-        apps[name] = (await context.__aenter__(), create_key(config, "bob"))
+        apps[name] = (await context.__aenter__(), {
+            kind: credential_headers(config, "bob", kind) for kind in CREDENTIAL_KINDS})
         stack.append(context)
     try:
         await _run(apps, engine)
@@ -129,13 +139,13 @@ async def _run(apps: dict[str, Any], engine: RecordingEngine) -> None:
 async def _attempt(apps: dict[str, Any], engine: RecordingEngine,
                    attempt: tuple[str, EngineRoute, Field | None, dict[str, Any]]) -> None:
     flavor, route, field, how = attempt
-    app, key = apps[flavor]
+    app, credentials = apps[flavor]
     params = {name: "bob" for name in route.names}
     if "*" in route.pattern:
         params["*"] = "x"
     query: list[str] = []
     content = None
-    headers = [("Authorization", f"Bearer {key}"), (how["header"], VICTIM)]
+    headers = [*credentials[how["credential"]].items(), (how["header"], VICTIM)]
     if field is None:
         query = ["user_id=bob"]
         content = json.dumps({"user_id": "bob", "sender": "bob", "query": "x"}).encode()
@@ -166,31 +176,36 @@ PLAIN = {"encoding": 0, "path": 0, "key": 0, "repeat": False, "header": "X-Memor
 SPELLED = {"encoding": 6, "path": 3, "key": 2, "repeat": True, "header": "x_memory_user_id"}
 
 
+@pytest.mark.parametrize("credential", CREDENTIAL_KINDS)
 async def test_every_route_of_every_flavour_refuses_another_user_in_every_field(
-    tmp_path: Path,
+    tmp_path: Path, credential: str
 ) -> None:
-    """The sweep behind the sampling above: each entry, each identity field, two spellings."""
+    """The sweep behind the sampling above: each entry, each identity field, two spellings,
+    once per kind of credential acting for bob."""
     engine = RecordingEngine()
     for name, flavor in FLAVORS.items():
         config = settings_for(tmp_path / name, flavor=name)
         async with gateway_with(config, engine) as app:
-            apps = {name: (app, create_key(config, "bob"))}
+            apps = {name: (app, {credential: credential_headers(config, "bob", credential)})}
             for route in flavor.routes.routes:
                 for field in [*_placed(route), None]:
                     for how in (PLAIN, SPELLED):
-                        await _attempt(apps, engine, (name, route, field, how))
+                        await _attempt(apps, engine,
+                                       (name, route, field, {**how, "credential": credential}))
 
 
+@pytest.mark.parametrize("credential", CREDENTIAL_KINDS)
 async def test_claimed_sessions_groups_and_cubes_of_another_user_are_refused_everywhere(
-    tmp_path: Path,
+    tmp_path: Path, credential: str
 ) -> None:
-    """Session, group and cube fields of every route: alice's claimed ids are refused to bob."""
+    """Session, group and cube fields of every route: alice's claimed ids are refused to bob,
+    whichever kind of credential acts for him."""
     engine = RecordingEngine()
     for name, flavor in FLAVORS.items():
         config = settings_for(tmp_path / name, flavor=name)
         async with gateway_with(config, engine) as app:
             alice = client(app, {"Authorization": f"Bearer {create_key(config, 'alice')}"})
-            bob = client(app, {"Authorization": f"Bearer {create_key(config, 'bob')}"})
+            bob = client(app, credential_headers(config, "bob", credential))
             for scope in (("default", "default"), ("default", "default"), ("_cube", "_cube")):
                 await app.services.rules.claim_session("alice", *scope, "alices-id")
             for route in flavor.routes.routes:
