@@ -24,8 +24,8 @@ from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, episodes, rows
 from tests.conftest import client_for
-from tests.security.support import credential_headers
 from tests.reliability.support import assert_error_shape
+from tests.security.support import credential_headers
 
 pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
