@@ -122,11 +122,6 @@ def serve(settings: Settings) -> int:
 
         port = settings.dev_engine.port
         dev_url = f"http://127.0.0.1:{port}"
-        log.warning(
-            "upstream.base_url is empty: running the built-in dev engine at %s "
-            "(a development default, not a memory product)",
-            dev_url,
-        )
         engine = create_dev_engine(settings.dev_engine.database)
         listeners.append((engine, "127.0.0.1", port, "the dev engine, dev_engine.port"))
         settings = replace(settings, upstream=replace(settings.upstream, base_url=dev_url))
@@ -141,6 +136,9 @@ def serve(settings: Settings) -> int:
             sock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if len(listeners) > 1:  # said only once its port is ours: a busy port stops before this
+        log.warning("upstream.base_url is empty: running the built-in dev engine at %s "
+                    "(a development default, not a memory product)", settings.upstream.base_url)
     gateway_port = sockets[-1].getsockname()[1]
     servers = [
         (_uvicorn_server(app, host, port, settings.server.log_level), sock)

@@ -233,6 +233,7 @@ def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> 
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"cannot listen on 127.0.0.1:{holder_port}" in errors[0]
     assert "Traceback" not in result.stderr and "CancelledError" not in result.stderr
+    assert "running the built-in dev engine" not in result.stderr  # it never ran
 
 
 @pytest.mark.parametrize("upstream", ["dev engine", "configured"])

@@ -10,6 +10,7 @@ line in the blocks must match an output line, in order, `…` matching anything.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -107,7 +108,10 @@ def test_readme_walkthrough_runs_as_written(
     uri = re.search(r'"internal_uri":"([^"]+)"', found)
     assert uri is not None
     stored = Path(unquote(urlsplit(uri.group(1)).path))
-    assert stored.read_bytes() == (tmp_path / "photo.png").read_bytes()
+    pixel = re.search(r"^PIXEL=(\S+)$", script, re.MULTILINE)
+    assert pixel is not None
+    assert stored.read_bytes() == base64.b64decode(pixel.group(1))
+    assert not (tmp_path / "photo.png").exists()  # the walk-through leaves nothing behind
     assert stored.is_relative_to(tmp_path / "storage")
     [ids] = [line for line in lines if line.startswith("photo ")]
     photo = re.fullmatch(r"photo (ast_\S+), edit (ast_\S+)", ids)
