@@ -30,6 +30,7 @@ from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.identity.auth import Authenticator
+from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.llm import LlmClient
@@ -82,6 +83,8 @@ class Gateway:
                                           for entry in settings.upstream.allow_paths)
         links = FileLinks(settings, files, flavor.reads_local_files)
         fetch_guard = FetchGuard.from_settings(settings.upstream)
+        jwt_verifier = (JwtVerifier(settings.auth_jwt)
+                        if settings.auth_jwt.enabled else None)
         attachment_index = AttachmentIndex(db, links.download_url)
         self.services = Services(
             settings=settings,
@@ -90,7 +93,7 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules, table, fetch_guard, rules.claim,
                         partial(filtered_answer, attachment_index)),
-            authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
+            authenticator=Authenticator(db, settings.auth.key_cache_ttl_s, jwt_verifier),
             files=files,
             attachment_index=attachment_index,
             links=links,
