@@ -3,6 +3,9 @@
 // so access tokens are JWTs), plus a few test-only routes under /_test/:
 //   POST /_test/mint {sub, scope?, ttl?}  an access token (JWT) for any subject, through the
 //                                          provider's own AccessToken model
+//   POST /_test/sign {header, claims}     those exact claims and header fields, signed RS256 with
+//                                          the current key (tokens a real provider would not
+//                                          issue: expired, another audience, no exp...)
 //   POST /_test/rotate                     a new signing key first; the old ones stay published
 //   POST /_test/retire                     only the newest key stays published
 //   GET  /_test/stats                      how many times the JWKS was fetched
@@ -84,12 +87,27 @@ async function mint(req, res) {
   answer(res, 200, { token: await token.save(), kid: keys[0].kid });
 }
 
+function b64url(value) {
+  return Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+}
+
+async function sign(req, res) {
+  const { header, claims } = await body(req);
+  const key = keys[0];
+  const head = { alg: 'RS256', typ: 'at+jwt', kid: key.kid, ...header };
+  const input = `${b64url(head)}.${b64url(claims)}`;
+  const privateKey = crypto.createPrivateKey({ key, format: 'jwk' });
+  const signature = crypto.sign('sha256', Buffer.from(input), privateKey).toString('base64url');
+  answer(res, 200, { token: `${input}.${signature}`, kid: key.kid });
+}
+
 keys = [newKey()];
 build();
 http.createServer((req, res) => {
   const path = req.url.split('?')[0];
   const routes = {
     '/_test/mint': () => mint(req, res),
+    '/_test/sign': () => sign(req, res),
     '/_test/rotate': () => { keys = [newKey(), ...keys]; build(); answer(res, 200, { kid: keys[0].kid }); },
     '/_test/retire': () => { keys = [keys[0]]; build(); answer(res, 200, { kid: keys[0].kid }); },
     '/_test/stats': () => answer(res, 200, { jwksFetches, kids: keys.map((k) => k.kid) }),
