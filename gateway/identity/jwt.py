@@ -120,6 +120,8 @@ class JwtVerifier:
                 if isinstance(exc, failure):
                     raise Unauthorized(message) from None
             raise Unauthorized("malformed JWT") from None
+        except (TypeError, ValueError):  # a static key of another type than the header's alg
+            raise Unauthorized("JWT algorithm is not allowed for this key") from None
         if not isinstance(claims.get("exp"), int | float):
             raise Unauthorized("JWT exp is not a number")
         return claims
