@@ -81,6 +81,12 @@ class OidcProvider:
         result: dict[str, Any] = httpx.get(self.issuer + "/jwks", timeout=10).json()
         return result
 
+    def gateway_env(self, **keys: str) -> dict[str, str]:
+        """The MEMORY_GATEWAY_AUTH_JWT_* variables of a gateway process trusting this provider."""
+        values = {"issuer": self.issuer, "audience": self.audience, **keys}
+        return {f"MEMORY_GATEWAY_AUTH_JWT_{name.upper()}": value
+                for name, value in values.items()}
+
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-2000:]
 
