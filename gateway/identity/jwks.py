@@ -23,6 +23,7 @@ import jwt
 
 from gateway.config import JwtSettings
 from gateway.errors import IdentityProviderUnavailable, Unauthorized
+from gateway.upstream.client import tls_context
 
 log = logging.getLogger("gateway.identity.jwks")
 DISCOVERY_PATH = "/.well-known/openid-configuration"
@@ -102,8 +103,9 @@ class Jwks:
 
     async def _fetch(self) -> dict[str, jwt.PyJWK]:
         timeout = httpx.Timeout(self._settings.fetch_timeout_s)
+        # The process's one TLS context: building a client's own costs ~100 ms per fetch.
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout,
-                                     follow_redirects=False) as client:
+                                     follow_redirects=False, verify=tls_context()) as client:
             if not self._jwks_url:
                 discovery = await self._document(client, self._settings.issuer.rstrip("/")
                                                  + DISCOVERY_PATH)
