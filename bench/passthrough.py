@@ -8,7 +8,9 @@ gateway trusting a JWKS (bench/identity_provider.py), key and JWT runs alternate
 - cached: the same token again (verified once, then remembered for auth.jwt.token_cache_s);
 - verified: auth.jwt.token_cache_s = 0, every request checks the RS256 signature;
 - cold kid: one request right after the provider rotated its key, whose new kid makes the
-  gateway fetch the JWKS, against one request with a key (median latency of `--rotations`).
+  gateway fetch the JWKS, against one request with a key (median latency of `--rotations`);
+- in process: the authenticator's own time per request (key, cached JWT, JWT verified), the
+  part of the above that is the credential's, less shaken by a busy machine.
 
     .venv/bin/python bench/passthrough.py [--rounds 5] [--seconds 5] [--client native|httpx]
         [--credential key|jwt] [--rotations 20]
@@ -17,17 +19,27 @@ gateway trusting a JWKS (bench/identity_provider.py), key and JWT runs alternate
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's gateway
 
 from harness import fast_upstream, gateway, load, paired_ratios  # noqa: E402
-from identity_provider import Provider, identity_provider  # noqa: E402
+from identity_provider import AUDIENCE, Provider, identity_provider  # noqa: E402
+
+from gateway.config import Settings  # noqa: E402
+from gateway.identity.auth import Authenticator, generate_key, hash_secret  # noqa: E402
+from gateway.identity.jwt import JwtVerifier  # noqa: E402
+from gateway.store import keys  # noqa: E402
+from gateway.store.database import database_for, migrate  # noqa: E402
 
 BODY = b'{"user_id": "bench", "memory_type": "episode", "page_size": 5}'
 PATH = "/api/v2/memory/get"
@@ -100,7 +112,40 @@ def cold_kid(args: argparse.Namespace, upstream: str, provider: Provider) -> flo
         return statistics.median(cold) / statistics.median(warm)
 
 
+async def authenticator_cost(provider: Provider) -> dict[str, float]:
+    """Microseconds per `principal_for` call: an API key, a cached JWT, a JWT verified anew."""
+    with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
+        settings = Settings().with_values(
+            upstream={"base_url": "http://127.0.0.1:9"},
+            storage={"root": f"{tmp}/storage", "database": f"{tmp}/gw.db"})
+        migrate(settings.storage.database)
+        new = generate_key("bench")
+        jwt_settings = settings.with_values(auth_jwt={
+            "jwks_url": provider.url + "/jwks", "audience": AUDIENCE}).auth_jwt
+        db = database_for(settings.storage.database)
+        await db.open()
+        await keys.insert(db, new.key_id, new.user_id, hash_secret(new.secret))
+        cached = Authenticator(db, 5.0, JwtVerifier(jwt_settings))
+        fresh = Authenticator(db, 5.0, JwtVerifier(replace(jwt_settings, token_cache_s=0)))
+        token = provider.token("bench")
+        runs = {"key": (cached, new.token), "jwt cached": (cached, token),
+                "jwt verified": (fresh, token)}
+        best = dict.fromkeys(runs, float("inf"))
+        for _ in range(5):  # alternated; the best of five rounds of 2,000 calls each
+            for name, (authenticator, credential) in runs.items():
+                started = time.perf_counter()
+                for _ in range(2000):
+                    await authenticator.principal_for(f"Bearer {credential}")
+                best[name] = min(best[name], (time.perf_counter() - started) / 2000 * 1e6)
+        await db.close()
+        return best
+
+
 def credentials(args: argparse.Namespace) -> int:
+    with identity_provider() as provider:
+        cost = asyncio.run(authenticator_cost(provider))
+    print("in process, per authentication: " + ", ".join(
+        f"{name} {micros:.1f} µs" for name, micros in cost.items()))
     with fast_upstream() as upstream, identity_provider() as provider:
         print("JWT, cached token:")
         cached = jwt_against_key(args, upstream, provider, "60")
@@ -109,7 +154,9 @@ def credentials(args: argparse.Namespace) -> int:
         cold = cold_kid(args, upstream, provider)
     print(f"client={args.client} connections={args.connections} requests/s JWT/key: "
           f"cached {cached:.3f}, verified every request {verified:.3f}; "
-          f"latency of a cold-kid request / a key request {cold:.2f}")
+          f"latency of a cold-kid request / a key request {cold:.2f}; in process JWT/key: "
+          f"cached {cost['jwt cached'] / cost['key']:.2f}, verified "
+          f"{cost['jwt verified'] / cost['key']:.2f}")
     return 0
 
 

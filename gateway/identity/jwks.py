@@ -11,8 +11,10 @@ refresh time. Fetches are time-limited (`fetch_timeout_s`) and size-limited
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +25,6 @@ import jwt
 
 from gateway.config import JwtSettings
 from gateway.errors import IdentityProviderUnavailable, Unauthorized
-from gateway.upstream.client import tls_context
 
 log = logging.getLogger("gateway.identity.jwks")
 DISCOVERY_PATH = "/.well-known/openid-configuration"
@@ -103,9 +104,8 @@ class Jwks:
 
     async def _fetch(self) -> dict[str, jwt.PyJWK]:
         timeout = httpx.Timeout(self._settings.fetch_timeout_s)
-        # The process's one TLS context: building a client's own costs ~100 ms per fetch.
         async with httpx.AsyncClient(transport=self._transport, timeout=timeout,
-                                     follow_redirects=False, verify=tls_context()) as client:
+                                     follow_redirects=False, verify=_tls()) as client:
             if not self._jwks_url:
                 discovery = await self._document(client, self._settings.issuer.rstrip("/")
                                                  + DISCOVERY_PATH)
@@ -140,6 +140,13 @@ class Jwks:
         if not isinstance(document, dict):
             raise FetchFailed(f"{url} sent no JSON object")
         return document
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context (system CAs, verified) for every fetch: a client building its own costs
+    about 100 ms, which a request meeting a rotated key would wait for."""
+    return ssl.create_default_context()
 
 
 def signing_keys(document: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:

@@ -78,15 +78,15 @@ class JwtVerifier:
         provider's keys cannot be had at all)."""
         if len(token) > self._settings.max_token_bytes:
             raise Unauthorized(f"JWT longer than {self._settings.max_token_bytes} bytes")
-        if _SHAPE.fullmatch(token) is None:
-            raise Unauthorized("malformed JWT")
         digest = hashlib.sha256(token.encode()).digest()
         now = self._clock()
-        cached = self._cache.get(digest)
+        cached = self._cache.get(digest)  # only verified tokens are there
         if cached is not None:
             if cached.until > now:
                 return cached.principal
             del self._cache[digest]
+        if _SHAPE.fullmatch(token) is None:
+            raise Unauthorized("malformed JWT")
         header = _header(token)
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self._algorithms:
