@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import jwt
 import pytest
@@ -29,8 +30,9 @@ from gateway.errors import Unauthorized
 from gateway.identity.jwt import JwtVerifier, credential_id
 from gateway.identity.principal import READ, WRITE
 from gateway.store.database import migrate
-from tests.conftest import client_for, jwt_values
+from tests.conftest import client_for, create_key, jwt_values
 from tests.oidc_server import OidcProvider
+from tests.processes import free_port
 
 
 def b64(value: bytes | dict[str, Any]) -> str:
@@ -96,8 +98,6 @@ async def test_token_endpoint_client_credentials_token_authenticates_its_client(
 async def test_api_keys_keep_working_beside_jwts(
     settings: Settings, engine: respx.MockRouter, oidc: OidcProvider
 ) -> None:
-    from tests.conftest import create_key
-
     async with jwt_gateway(settings, engine, oidc) as app:
         assert await as_user(app, engine, create_key(settings, "carol")) == "carol"
 
@@ -232,8 +232,6 @@ async def test_unknown_kid_refetches_once_then_refuses_and_a_flood_costs_one_fet
 
 
 async def test_cached_token_is_not_trusted_past_its_exp(oidc: OidcProvider) -> None:
-    import anyio
-
     verifier = JwtVerifier(Settings().with_values(
         auth_jwt=jwt_values(oidc, leeway_s=0, token_cache_s=60)).auth_jwt)
     now = int(time.time())
@@ -242,3 +240,16 @@ async def test_cached_token_is_not_trusted_past_its_exp(oidc: OidcProvider) -> N
     await anyio.sleep(max(0.0, now + 2.2 - time.time()))
     with pytest.raises(Unauthorized, match="expired"):
         await verifier.verify(token)
+
+
+async def test_unreachable_provider_with_no_cached_keys_answers_503(
+    settings: Settings, engine: respx.MockRouter, oidc: OidcProvider
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/jwks"
+    async with jwt_gateway(settings, engine, oidc, jwks_url=dead, fetch_timeout_s=1) as app:
+        async with client_for(app, oidc.mint("bob")) as client:
+            answer = await client.get("/health")
+    assert answer.status_code == 503
+    error = answer.json()["error"]
+    assert error["code"] == "identity_provider_unavailable" and dead not in error["message"]
+    assert engine.routes[0].call_count == 0
