@@ -31,6 +31,7 @@ from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import Forbidden, GatewayError, MethodNotAllowed, NotFound, RouteNotFound
 from gateway.identity import acting
 from gateway.identity.auth import Authenticator
+from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
 from gateway.llm import LlmClient
@@ -84,6 +85,8 @@ class Gateway:
                                           for entry in settings.upstream.allow_paths)
         links = FileLinks(settings, files, flavor.reads_local_files)
         fetch_guard = FetchGuard.from_settings(settings.upstream)
+        jwt_verifier = (JwtVerifier(settings.auth_jwt)
+                        if settings.auth_jwt.enabled else None)
         attachment_index = AttachmentIndex(db, links.download_url)
         self.services = Services(
             settings=settings,
@@ -92,7 +95,7 @@ class Gateway:
             rules=rules,
             proxy=Proxy(settings, upstream, rules, table, fetch_guard, rules.claim,
                         partial(filtered_answer, attachment_index)),
-            authenticator=Authenticator(db, settings.auth.key_cache_ttl_s),
+            authenticator=Authenticator(db, settings.auth.key_cache_ttl_s, jwt_verifier),
             files=files,
             attachment_index=attachment_index,
             links=links,

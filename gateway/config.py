@@ -154,6 +154,55 @@ class AuthSettings:
 
 
 @dataclass(frozen=True)
+class JwtSettings:
+    issuer: str = _setting(
+        "", "JWTs from your identity provider (docs/identity.md): its issuer URL, checked "
+        "against `iss`; alone, its keys are found by OpenID discovery (jwks_uri); empty = no JWTs"
+        " unless a key source below is set"
+    )
+    jwks_url: str = _setting("", "the provider's JWKS URL, instead of discovery from `issuer`")
+    public_key: str = _setting("", "a static PEM public key, instead of a JWKS")
+    secret: str = _setting(
+        "", "a shared HS256 secret (at least 32 bytes), for small deployments without a JWKS"
+    )
+    audience: str = _setting("", "required `aud` of every token (required once JWTs are on)")
+    algorithms: list[str] = _setting(
+        [], "accepted `alg` values; empty = RS256, PS256, ES256 and EdDSA for a JWKS or public "
+        "key, HS256 for a secret (never none, never HMAC with a public key)"
+    )
+    user_claim: str = _setting("sub", "claim naming the user, validated as a user id")
+    user_id_map: str = _setting(
+        "strict", "a subject that is not a valid user id: strict (401) or encode (mapped to one "
+        "by the documented rule of docs/identity.md)"
+    )
+    scopes_claim: str = _setting(
+        "scope", "claim holding scopes: memory:read gives read, memory:write write; a token "
+        "without it gets both"
+    )
+    leeway_s: float = _setting(30.0, "clock skew allowed on exp, nbf and iat, in seconds")
+    max_token_bytes: int = _setting(8192, "longer tokens are refused before they are parsed")
+    token_cache_s: float = _setting(
+        60.0, "a verified token is trusted this long without checking it again (never beyond "
+        "its exp; 0 = verify every request)"
+    )
+    jwks_refresh_s: float = _setting(600.0, "fetched keys are refreshed after this many seconds")
+    jwks_refetch_interval_s: float = _setting(
+        30.0, "at most one fetch per this many seconds, however many unknown `kid`s arrive"
+    )
+    jwks_outage_s: float = _setting(
+        3600.0, "keys are kept this long past jwks_refresh_s while the provider cannot be reached"
+    )
+    fetch_timeout_s: float = _setting(5.0, "deadline of one discovery or JWKS fetch, in seconds")
+    max_document_bytes: int = _setting(
+        256 * 1024, "largest discovery or JWKS document read from the provider"
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.issuer or self.jwks_url or self.public_key or self.secret)
+
+
+@dataclass(frozen=True)
 class DevEngineSettings:
     port: int = _setting(8081, "port of the built-in dev engine started by `serve`")
     database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine")
@@ -200,6 +249,7 @@ class Settings:
     storage: StorageSettings = field(default_factory=StorageSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    auth_jwt: JwtSettings = field(default_factory=JwtSettings, metadata={"section": "auth.jwt"})
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
@@ -412,6 +462,50 @@ def _validate(settings: Settings) -> None:
     except ValueError as exc:
         raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
     _validate_files(settings)
+    _validate_jwt(settings.auth_jwt)
+
+
+HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
+KEY_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                  "ES512", "EdDSA")
+DEFAULT_KEY_ALGORITHMS = ["RS256", "PS256", "ES256", "EdDSA"]
+
+
+def _validate_jwt(jwt: JwtSettings) -> None:
+    if not jwt.enabled:
+        return
+    sources = [name for name in ("jwks_url", "public_key", "secret") if getattr(jwt, name)]
+    if len(sources) > 1:
+        raise ConfigError(f"auth.jwt: set one key source, not {' and '.join(sources)}")
+    for name in ("issuer", "jwks_url"):
+        url = getattr(jwt, name)
+        if url and not url.startswith(("http://", "https://")):
+            raise ConfigError(f"auth.jwt.{name}: expected an http(s) URL, got {url!r}")
+    if not jwt.audience:
+        raise ConfigError("auth.jwt.audience: required (tokens your provider issues for other "
+                          "applications would be accepted otherwise)")
+    if jwt.secret and len(jwt.secret.encode()) < 32:
+        raise ConfigError("auth.jwt.secret: must be at least 32 bytes")
+    allowed = HMAC_ALGORITHMS if jwt.secret else KEY_ALGORITHMS
+    for alg in jwt.algorithms:
+        if alg not in allowed:
+            kind = "a shared secret" if jwt.secret else "public keys"
+            raise ConfigError(f"auth.jwt.algorithms: {alg!r} cannot be used with {kind} "
+                              f"(allowed: {', '.join(allowed)})")
+    if jwt.user_id_map not in ("strict", "encode"):
+        raise ConfigError(f"auth.jwt.user_id_map: expected strict or encode, got "
+                          f"{jwt.user_id_map!r}")
+    if not jwt.user_claim:
+        raise ConfigError("auth.jwt.user_claim: must name a claim")
+    if jwt.max_token_bytes < 64 or jwt.max_document_bytes < 64:
+        raise ConfigError("auth.jwt: max_token_bytes and max_document_bytes must be at least 64")
+
+
+def jwt_algorithms(jwt: JwtSettings) -> list[str]:
+    """The `alg` values tokens may carry: the configured list, or the key source's defaults."""
+    if jwt.algorithms:
+        return list(jwt.algorithms)
+    return ["HS256"] if jwt.secret else list(DEFAULT_KEY_ALGORITHMS)
 
 
 def _validate_files(settings: Settings) -> None:

@@ -23,6 +23,7 @@
     │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
     ├── NotReady (503 not_ready)
+    ├── IdentityProviderUnavailable (503 identity_provider_unavailable)
     ├── StorageUnavailable (503 storage_unavailable)
     ├── UpstreamTimeout (504 upstream_timeout)
     └── JobServiceTimeout (504 job_service_timeout)
@@ -152,6 +153,11 @@ class UpstreamPoolExhausted(GatewayError):
 
 class NotReady(GatewayError):
     status, code, default_message = 503, "not_ready", "not ready"
+
+
+class IdentityProviderUnavailable(GatewayError):
+    status, code = 503, "identity_provider_unavailable"
+    default_message = "the identity provider cannot be reached to verify this token"
 
 
 class StorageUnavailable(GatewayError):

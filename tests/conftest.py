@@ -39,6 +39,7 @@ from gateway.store.database import is_postgresql, migrate
 from tests import databases, postgres_server
 from tests.fake_dns import SUITE_DNS
 from tests.loopback_engine import LoopbackEngine
+from tests.oidc_server import OidcProvider, oidc_provider
 from tests.s3_server import S3Server, seaweedfs
 
 ENGINE = "http://engine.test"
@@ -129,6 +130,19 @@ def s3_server() -> Iterator[S3Server]:
     """SeaweedFS, started once for the session by the first test that needs it."""
     with seaweedfs() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
+    """A real OpenID provider (tests/oidc_server.py), started once for the session by the first
+    test that needs it; `oidc.mint(user_id)` gives a JWT for any user."""
+    with oidc_provider(tmp_path_factory.mktemp("oidc")) as provider:
+        yield provider
+
+
+def jwt_values(provider: OidcProvider, **extra: object) -> dict[str, object]:
+    """The [auth.jwt] keys of a gateway that trusts `provider` (discovery from its issuer)."""
+    return {"issuer": provider.issuer, "audience": provider.audience, **extra}
 
 
 @pytest.fixture

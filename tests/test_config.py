@@ -10,8 +10,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_example_config_lists_every_setting_with_its_default() -> None:
     example = tomllib.loads((ROOT / "config.example.toml").read_text())
-    listed = {(section, key): value for section, table in example.items()
-              for key, value in table.items()}
+    listed: dict[tuple[str, str], object] = {}
+
+    def walk(section: str, table: dict[str, object]) -> None:  # [auth.jwt] nests in [auth]
+        for key, value in table.items():
+            if isinstance(value, dict) and any(s.section == f"{section}.{key}" for s in SETTINGS):
+                walk(f"{section}.{key}", value)
+            else:
+                listed[(section, key)] = value
+
+    for section, table in example.items():
+        walk(section, table)
     declared = {(s.section, s.key): s.default for s in SETTINGS}
     assert listed == declared
 

@@ -18,10 +18,14 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.errors import Unauthorized, ValidationFailed
 from gateway.identity.principal import Principal
 from gateway.store import Database, keys
+
+if TYPE_CHECKING:
+    from gateway.identity.jwt import JwtVerifier
 
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 _KEY = re.compile(r"mgw_([0-9a-f]{16})_([A-Za-z0-9_-]{20,100})")
@@ -76,8 +80,9 @@ def principal_of(row: keys.ApiKey) -> Principal:
 
 
 class Authenticator:
-    def __init__(self, db: Database, cache_ttl_s: float) -> None:
+    def __init__(self, db: Database, cache_ttl_s: float, jwt: JwtVerifier | None = None) -> None:
         self._db = db
+        self._jwt = jwt
         self._ttl = cache_ttl_s
         self._cache: dict[str, _Cached] = {}
         self._used: dict[str, int] = {}  # key id -> last use (ms), not yet written
@@ -116,6 +121,8 @@ class Authenticator:
             self._cache.pop(token, None)
         match = _KEY.fullmatch(token)
         if match is None:
+            if self._jwt is not None and token.count(".") == 2:  # shaped like a JWT
+                return await self._jwt.verify(token)
             raise Unauthorized("unknown API key")
         key_id, secret = match.groups()
         row = await keys.find(self._db, key_id)
