@@ -25,7 +25,7 @@ from gateway.config import Settings
 from tests.attachment_helpers import PNG, engine_ok, episodes, rows
 from tests.conftest import client_for
 from tests.reliability.support import assert_error_shape
-from tests.security.support import credential_headers
+from tests.security.support import JWT_SETTINGS, credential_headers
 
 pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
@@ -270,11 +270,17 @@ async def alices_view(alice: httpx.AsyncClient, ids: dict[str, str]) -> list[Any
     return seen
 
 
-@pytest.fixture(params=["user", "service"])
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The suite's settings, trusting the JWTs `credential_headers` makes."""
+    return settings.with_values(auth={"jwt": JWT_SETTINGS})
+
+
+@pytest.fixture(params=["user", "service", "jwt"])
 async def bob(request: pytest.FixtureRequest, app: Gateway,
               settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """bob by each credential that can act for him: his own key, or a service key naming him
-    in X-Memory-Gateway-User. Either finds none of alice's data."""
+    in X-Memory-Gateway-User, or a JWT for him. None finds any of alice's data."""
     headers = credential_headers(settings, "bob", request.param)
     async with client_for(app) as client:
         client.headers.update(headers)

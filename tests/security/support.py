@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt as pyjwt
 
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
@@ -43,11 +45,25 @@ class RecordingEngine:
                             r.content]) for r in self.requests]
 
 
+# The suites' gateways also trust JWTs signed with this secret, so the isolation sweeps can run
+# with a JWT for bob as well (the real OpenID provider's tokens: tests/test_jwt.py).
+JWT_SECRET = "isolation-suite-secret-of-32-bytes-or-more"
+JWT_AUDIENCE = "memory-gateway-tests"
+JWT_SETTINGS = {"secret": JWT_SECRET, "audience": JWT_AUDIENCE}
+
+
 def settings_for(tmp: Path, **upstream: Any) -> Settings:
     return Settings().with_values(
         upstream={"base_url": "http://engine.test", **upstream},
         storage={"root": str(tmp / "storage"), "database": str(tmp / "gw.db")},
+        auth={"jwt": JWT_SETTINGS},
     )
+
+
+def jwt_for(user: str) -> str:
+    now = int(time.time())
+    return pyjwt.encode({"sub": user, "aud": JWT_AUDIENCE, "iat": now, "exp": now + 3600},
+                        JWT_SECRET, "HS256")
 
 
 @asynccontextmanager
@@ -68,8 +84,9 @@ def keyed(app: Gateway, settings: Settings, user: str) -> httpx.AsyncClient:
 
 # Every kind of credential that can name a user (SPEC §17): the isolation sweeps run once per
 # kind and must find nothing. "service" acts by X-Memory-Gateway-User; "service-glob" is a
-# service key restricted to that one user, acting by the route's own user field.
-CREDENTIAL_KINDS = ("user", "service", "service-glob")
+# service key restricted to that one user, acting by the route's own user field; "jwt" is a
+# token from the identity provider (the gateway must trust JWT_SETTINGS).
+CREDENTIAL_KINDS = ("user", "service", "service-glob", "jwt")
 
 
 def credential_headers(settings: Settings, user: str, kind: str) -> dict[str, str]:
@@ -82,6 +99,8 @@ def credential_headers(settings: Settings, user: str, kind: str) -> dict[str, st
     if kind == "service-glob":
         token = create_key(settings, "backend", kind="service", users=user)
         return {"Authorization": f"Bearer {token}"}
+    if kind == "jwt":
+        return {"Authorization": f"Bearer {jwt_for(user)}"}
     raise AssertionError(kind)
 
 

@@ -166,6 +166,8 @@ async def _attempt(apps: dict[str, Any], engine: RecordingEngine,
     async with client(app) as bob:
         response = await bob.request(method, target, content=content, headers=headers)
     assert response.status_code != 500, response.text
+    # Every credential kind authenticates: a refusal must come from the checks, not from 401.
+    assert response.status_code != 401, (how["credential"], response.text)
     for seen in engine.seen():
         assert VICTIM.encode() not in seen.lower(), (flavor, route.pattern, field, how, seen)
     if engine.requests:
