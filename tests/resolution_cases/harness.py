@@ -9,6 +9,7 @@ from gateway.resolution.resolver import (
     CanvasNode,
     Decision,
     ResolutionInput,
+    ResultTurn,
     WorkingState,
     resolve_targets,
 )
@@ -71,6 +72,7 @@ def resolution_input(scene: Scene, text: str) -> ResolutionInput:
         working_state=state,
         latest_result_ids=results,
         last_multi_result_ids=next((t for t in reversed(scene.result_turns()) if len(t) > 1), ()),
+        result_turns=tuple(ResultTurn(k, ids) for k, ids in enumerate(scene.result_turns(), 1)),
     )
 
 
