@@ -51,7 +51,9 @@ def build_references(pattern: Pattern, match: re.Match[str]) -> list[Reference]:
         built = [ref]
     refs = [r for r in built if r is not None]
     if pattern.results:  # "第三个结果", "the third variant": counted among the turn's results
-        results = Reference("chain", "latest", ref.start, ref.end, plural=True)
+        # an ordinal counts the turn's results; a chain place is taken of the latest result
+        value = "results" if pattern.kind == "ordinal" else "latest"
+        results = Reference("chain", value, ref.start, ref.end, plural=True)
         refs = [replace(r, scope=results) for r in refs]
     return refs if len(refs) == len(built) else []
 
@@ -175,6 +177,8 @@ def _build_chain(ref: Reference, groups: dict[str, str]) -> Reference | None:
             depth = 1 if word in ("a", "one") else parse_number(word) or 0
         return replace(ref, index=-(depth + 1)) if depth > 0 else None
     if ref.value == "round":
+        if ref.index is not None and not {"rups", "rdn", "rrev", "rn", "rord"} & groups.keys():
+            return ref  # "上一轮之前的"
         if "rups" in groups:
             return replace(ref, index=-len(groups["rups"]))
         word = groups.get("rdn") or groups.get("rrev") or groups.get("rn") or ""

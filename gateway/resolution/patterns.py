@@ -396,6 +396,7 @@ def _chain_turn_patterns() -> list[Pattern]:
         (rf"(?P<rups>上{{2,6}})一?轮{_ZH_TAIL}", "round", None, False),
         (rf"(?P<rdn>{NUM})轮(?:之前|以前|前){_ZH_TAIL}", "round", None, False),
         (rf"倒数第(?P<rrev>{NUM})轮{_ZH_TAIL}", "round", None, False),
+        (rf"上一?轮(?:之前|以前)(?:那轮)?{_ZH_TAIL}", "round", -2, False),
         (rf"第(?P<rn>{NUM})轮(?:生成)?{_ZH_TAIL}", "round", None, False),
         (rf"\b(?:the\s+(?:one|image|picture|result)s?\s+(?:from\s+)?)?(?P<rdn>{en_n})\s+"
          r"(?:rounds?|turns?)\s+(?:back|ago|before|earlier)\b", "round", None, False),
@@ -406,6 +407,10 @@ def _chain_turn_patterns() -> list[Pattern]:
         (rf"最新(?:的)?(?P<count>{BATCH_NUM})(?:张|幅|个)(?:图片|图)?", "latest", None, False),
         # steps back from the anchor
         (rf"{zh_step}(?P<dn>{NUM})步{_ZH_TAIL}", "parent", None, False),
+        (rf"(?P<dn>{NUM})步(?:之前|以前|前){_ZH_TAIL}", "parent", None, False),
+        (r"\bthe\s+(?:version|one|image|picture)\s+(?:just|right|immediately)\s+before\s+"
+         r"(?:this|that|it)(?:\s+(?:one|version|image))?\b", "parent", None, False),
+        (r"\bthe\s+one\s+before(?=\s*(?:[,.;!?]|$))", "parent", None, False),
         (rf"\b(?:go(?:ing)?\s+)?back\s+(?P<dn>{en_n})\s+steps?\b", "parent", None, False),
         (rf"\b(?P<dn>{en_n})\s+steps?\s+(?:back|ago|before|earlier)\b", "parent", None, False),
         (r"\bthe\s+(?:one|image|picture|version)\s+before\s+the\s+(?:newest|latest|last|"
@@ -426,7 +431,7 @@ def _chain_turn_patterns() -> list[Pattern]:
          r"first|originally|in\s+the\s+beginning)\b", "root", None, False),
         (r"我?(?:一开始|最开始|最早)(?:给你|发给你)的?\s*(?=[a-z])", "root", None, False),
         # the first (n-th) generated turn, all of them
-        (rf"(?:最早|最先|第一次)(?:生成|做|画|改|出)的?{_ZH_TAIL}", "generated", 1, False),
+        (rf"(?:最早|最先|最初|第一次)(?:生成|做|画|改|出)的?{_ZH_TAIL}", "generated", 1, False),
         (rf"第(?P<gn>{NUM})(?:个|次)\s*(?:generated?|edit(?:ed)?|made)\s*的?{_ZH_TAIL}",
          "generated", None, False),
         (rf"\b(?P<gord>{EN_ORD})\s+(?:generated|edited)\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)",
@@ -451,6 +456,8 @@ def _chain_turn_patterns() -> list[Pattern]:
         (r"(?:正)?中间(?:的|那)?(?:一|个|那个)?(?:版本|版)", "middle", None, False),
         (r"\bthe\s+(?:middle|central)\s+version\b", "middle", None, False),
         (r"\bthe\s+version\s+in\s+the\s+middle\b", "middle", None, False),
+        (r"\bthe\s+middle\s+(?:one\s+)?(?:of|among)\s+(?:all\s+)?the\s+versions\b", "middle",
+         None, False),
         (r"\bmiddle\s*(?:的)?\s*(?:那|这)?个?\s*(?:version\b|版本|版)", "middle", None, False),
         (r"\bthe\s+middle\s+(?:generated|edited)\s+(?:one|image|version|picture)\b",
          "middle-generated", None, False),
@@ -465,6 +472,10 @@ def _chain_turn_patterns() -> list[Pattern]:
         (rf"\bthe\s+(?:last|latest|most\s+recent)\s+(?P<count>{EN_COUNT})\s+versions\b",
          "version", -1, False),
         (rf"\bthe\s+first\s+(?P<count>{EN_COUNT})\s+versions\b", "version", 1, False),
+        (rf"\bthe\s+(?P<count>{EN_COUNT})\s+(?:most\s+recent|latest|last|newest)\s+versions\b",
+         "version", -1, False),
+        (rf"\bthe\s+(?P<vrev>{EN_ORD})\s+(?:newest|latest|most\s+recent)"
+         r"(?:\s+(?:one|version|image|picture|result))?\b", "version", None, False),
         (r"\b(?:all(?:\s+of)?(?:\s+the)?|every)\s+versions?\b", "versions", None, True),
         (r"所有(?:的)?版本|全部(?:的)?版本|每(?:一)?个版本|每一版|其他(?:的)?(?:几个)?版本|"
          r"其余(?:的)?版本|之前的(?:所有|全部)?版本都", "versions", None, True),

@@ -117,6 +117,8 @@ def _describe_chain(value: str, index: int | None) -> str:
         return "the middle version"
     if value == "middle-generated":
         return "the middle generated version"
+    if value == "results":
+        return "the results"
     if value == "versions":
         return "every version"
     if value == "before":

@@ -346,10 +346,15 @@ def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
 
 
 def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:
-    if ref.value == "latest":
+    if ref.value in ("latest", "results"):
         ids = scene.latest or scene.known(scene.ws.last_generated_asset_ids)
         if not ids:
             return Match(problem="the text refers to the latest result but there is none yet")
+        if ref.value == "results" and len(ids) == 1 and len(scene.rounds) > 1:
+            # "the first output" after several turns: the chat's results, if one a turn
+            if any(len(turn) > 1 for turn in scene.rounds):
+                return Match(problem="the text counts results but does not say of which turn")
+            ids = tuple(turn[0] for turn in scene.rounds)
         if ref.count and ref.count != len(ids):
             return Match(problem=f"the text refers to {ref.count} latest results but the latest "
                                  f"turn produced {image_count(len(ids))}")

@@ -733,6 +733,15 @@ add(K, B4, ("t1c",), "上上个版本", "倒数第三版")
 add(K, B4, ("t1a", "t1b", "t1c"), "第一轮的三张都", "all three from the first round")
 add(K, B4, ("t2",), "上上轮的", "two rounds ago")
 
+# Round 7: found while fixing round 6, added with their fix.
+ROUND = 7
+K = "chain_forward"
+add(K, A5, ("t2",), "the second result", "第二个结果")
+K = "chain_outside"
+add(K, B4, None, "the first result", "第二个结果")
+K = "chain_back"
+add(K, A5, ("t4",), "the last result")
+
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
          "nonexistent", "partial", "chain_back", "chain_forward", "chain_middle", "chain_redirect",
