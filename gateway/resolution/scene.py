@@ -147,10 +147,28 @@ class Scene:
         turns = sorted(self.inp.result_turns, key=lambda t: t.turn)
         return tuple(ids for ids in (self.known(t.asset_ids) for t in turns) if ids)
 
+    @cached_property
+    def _positions(self) -> dict[str, tuple[tuple[tuple[str, ...], ...], int]]:
+        return {}
+
+    @cached_property
+    def rejected(self) -> frozenset[str]:
+        """The images of the versions the text rejects ("最后两版都不对"), for "再往前一版"."""
+        rejected: set[str] = set()
+        for other in self.with_role("excluded"):
+            if other.kind in ("chain", "selection", "batch"):
+                rejected.update(resolve_reference(self, other, plural=True).ids)
+        return frozenset(rejected)
+
     def positions(self, anchor: str) -> tuple[tuple[tuple[str, ...], ...], int]:
         """The version chain `anchor` is on, by turns: its root, then every turn whose results
         descend from that root, oldest first; and the anchor's place in it. Without turns that
         hold the anchor, the anchor's primary-parent path, one version per place."""
+        if anchor not in self._positions:
+            self._positions[anchor] = self._chain_positions(anchor)
+        return self._positions[anchor]
+
+    def _chain_positions(self, anchor: str) -> tuple[tuple[tuple[str, ...], ...], int]:
         root = self.root(anchor)
         places: list[tuple[str, ...]] = [(root,)]
         places += [ids for ids in self.rounds if any(self.root(i) == root for i in ids)]
@@ -408,10 +426,7 @@ def _resolve_before(scene: Scene, ref: Reference, several: bool) -> Match:
     anchors = scene.anchors
     if not anchors:
         return Match(problem=f"the text refers to {ref.describe()} but no image is in focus")
-    rejected: set[str] = set()
-    for other in scene.with_role("excluded"):
-        if other.kind in ("chain", "selection", "batch"):
-            rejected.update(resolve_reference(scene, other, plural=True).ids)
+    rejected = scene.rejected
     places, at = scene.positions(anchors[0])
     spine = set(scene.chain(anchors[0]))
     hit = [k for k, ids in enumerate(places[: at + 1]) if rejected & set(ids)]
