@@ -128,7 +128,8 @@ def test_an_ordinal_inside_a_turn_is_scoped_by_it(
     "text",
     ["在左边加一棵树", "让他向左看", "30度左右", "调整一下", "第一步先调色", "最后加一个logo",
      "把猫放到墙上", "还原图片", "make the sky bluer", "at the last minute", "",
-     "往前走两步", "one step at a time", "我一开始想要蓝色"],
+     "往前走两步", "one step at a time", "我一开始想要蓝色", "我一开始给你的要求是蓝色背景",
+     "第一次改的时候太暗了", "退一步说，背景可以更亮"],
 )  # fmt: skip
 def test_content_words_are_not_image_references(text: str) -> None:
     assert _refs(text) == []

@@ -351,7 +351,8 @@ def _chain_position_patterns() -> list[Pattern]:
         r"\bthe\s+(?P<vpen>penultimate)\s+version\b",
     ]
     generated = [
-        rf"第(?P<gn>{NUM})(?:个|次|张)(?:生成|编辑|修改|改)的?(?:版本|那张|那幅|图片|图|结果)?",
+        rf"第(?P<gn>{NUM})(?:个|次|张)(?:生成|编辑|修改|改)(?:后|之后|以后|完)?"
+        rf"(?:的?(?:版本|那张|那幅|图片|图|结果)|{_ZH_IMAGE_END})",
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:generated|edited)\s+(?:version|image|one|picture)\b",
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:edit|generation)\b",
     ]
@@ -379,6 +380,13 @@ _ZH_TAIL = (
     r"(?:图片|图像|照片|图|结果)?)?"
 )
 _GAVE = r"(?:uploaded|sent(?:\s+you)?|gave\s+you|shared|attached)"
+# after a chain word that is also content ("我一开始给你的要求", "第一次改的时候"): an image head,
+# or 的 where the reference ends
+_ZH_IMAGE_END = (
+    r"(?:的?(?:那|这)?一?(?:张|幅|版)(?:图片|图像|照片|图)?|的?(?:图片|图像|照片|图|结果)|"
+    r"的?(?=$|[\s,.;:!?，。；：！？、]|第|前|最|倒数|再|改|调|换|变|都|也|就|吧|呢|和|跟|与|或|"
+    r"不|里|中|[a-z]))"
+)
 _EN_THING = r"(?:one|image|picture|photo|pic|version|result|output|attempt|try|edit|go)"
 
 
@@ -406,7 +414,7 @@ def _chain_turn_patterns() -> list[Pattern]:
         (rf"第(?P<rn>{NUM})轮\s*(?=[a-z])", "round", None, False),
         (rf"最新(?:的)?(?P<count>{BATCH_NUM})(?:张|幅|个)(?:图片|图)?", "latest", None, False),
         # steps back from the anchor
-        (rf"{zh_step}(?P<dn>{NUM})步{_ZH_TAIL}", "parent", None, False),
+        (rf"{zh_step}(?P<dn>{NUM})步(?!讲|说|来说|想|海阔){_ZH_TAIL}", "parent", None, False),
         (rf"(?P<dn>{NUM})步(?:之前|以前|前){_ZH_TAIL}", "parent", None, False),
         (r"\bthe\s+(?:version|one|image|picture)\s+(?:just|right|immediately)\s+before\s+"
          r"(?:this|that|it)(?:\s+(?:one|version|image))?\b", "parent", None, False),
@@ -419,8 +427,7 @@ def _chain_turn_patterns() -> list[Pattern]:
          "parent", -2, True),
         # the original however the user names it
         (r"我?(?:一开始|最开始|刚开始|开始时|最早|最初|起初|起先|当初|原本)(?:时)?(?:给你|发给你|"
-         r"传给你|发|上传|传|给)的?(?:那|这)?一?(?:张|幅|个)?(?:图片|图|照片)?",
-         "root", None, False),
+         rf"传给你|发|上传|传|给){_ZH_IMAGE_END}", "root", None, False),
         (r"\bthe\s+(?:one|image|picture|photo|pic|file)\s+(?:that\s+)?i\s+(?:first\s+)?"
          r"(?:began|begin|started|start)\s+(?:with|from)\b", "root", None, False),
         (rf"\bthe\s+(?:(?P<first>first)\s+)?(?:one|image|picture|photo|pic|file)\s+(?:that\s+)?"
@@ -431,7 +438,8 @@ def _chain_turn_patterns() -> list[Pattern]:
          r"first|originally|in\s+the\s+beginning)\b", "root", None, False),
         (r"我?(?:一开始|最开始|最早)(?:给你|发给你)的?\s*(?=[a-z])", "root", None, False),
         # the first (n-th) generated turn, all of them
-        (rf"(?:最早|最先|最初|第一次)(?:生成|做|画|改|出)的?{_ZH_TAIL}", "generated", 1, False),
+        (rf"(?:最早|最先|最初|第一次)(?:生成|做|画|改|出)(?:后|之后|以后|完)?(?:的?(?P<count>{BATCH_NUM}|几)"
+         rf"(?:张|幅|个)|{_ZH_IMAGE_END})", "generated", 1, False),
         (rf"第(?P<gn>{NUM})(?:个|次)\s*(?:generated?|edit(?:ed)?|made)\s*的?{_ZH_TAIL}",
          "generated", None, False),
         (rf"\b(?P<gord>{EN_ORD})\s+(?:generated|edited)\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)",

@@ -741,6 +741,10 @@ K = "chain_outside"
 add(K, B4, None, "the first result", "第二个结果")
 K = "chain_back"
 add(K, A5, ("t4",), "the last result")
+K = "chain_outside"  # places outside the chain in mixed language and traditional script
+add(K, S2, None, "倒数第三个 version", "the 第三版", "上上輪的那張")
+add(K, S4, None, "the 第五版", "五個版本之前")
+add(K, M1, None, "the 最新的 one", "第一次 generate 的那张")
 
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
