@@ -15,7 +15,7 @@ from opencc_purepy import OpenCC
 from gateway.resolution.resolver import ResolutionInput, resolve_targets
 from tests.resolution_cases import CASES, KINDS, Case
 from tests.resolution_cases.harness import resolution_input, verdict
-from tests.resolution_cases.scenes import row, with_results
+from tests.resolution_cases.scenes import Scene, row, with_results
 
 _SIMPLIFIED = OpenCC("t2s")
 
@@ -121,6 +121,32 @@ def test_renumbering_turns_and_reordering_registrations_never_changes_the_answer
     }
     moved = dataclasses.replace(inp, result_turns=tuple(listed), assets=assets)
     assert _answer(moved) == _answer(inp)
+
+
+_CHAIN_WORDS = [
+    "再往前一版", "go back one more", "最后两版", "the last two", "上上轮的", "第二轮的", "第三张",
+    "倒数第三版", "the one before the newest", "你生成的", "原图", "最新的", "两步之前的",
+    "the middle version", "所有版本", "第一次生成的",
+]  # fmt: skip
+_CUES = ["", "不要", "not ", "除了", "，", "都不对，", " are wrong, ", "的", " and ", "和"]
+_STORIES = list(dict.fromkeys(c.scene for c in CASES if c.round in (5, 6)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(st.tuples(st.sampled_from(_CUES), st.sampled_from(_CHAIN_WORDS)), max_size=5),
+    scene=st.sampled_from(_STORIES),
+)
+def test_any_mix_of_chain_words_is_answered_or_asked(
+    parts: list[tuple[str, str]], scene: Scene
+) -> None:
+    # negated, repeated and nested chain words never break the resolver ("不要再往前一版"
+    # rejects the step back itself), and whatever it answers is an image of the chat
+    text = "".join(cue + word for cue, word in parts)
+    inp = resolution_input(scene, text)
+    decision = resolve_targets(inp)
+    assert set(decision.target_asset_ids) <= set(inp.assets)
+    assert decision.needs_clarification == (decision.mode == "clarification")
 
 
 def test_the_chain_counts_turns_in_their_order_not_their_listing() -> None:

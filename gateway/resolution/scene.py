@@ -156,6 +156,8 @@ class Scene:
         """The images of the versions the text rejects ("最后两版都不对"), for "再往前一版"."""
         rejected: set[str] = set()
         for other in self.with_role("excluded"):
+            if other.kind == "chain" and other.value == "before":
+                continue  # "不要再往前一版": what it rejects is read from the others
             if other.kind in ("chain", "selection", "batch"):
                 rejected.update(resolve_reference(self, other, plural=True).ids)
         return frozenset(rejected)
