@@ -2,7 +2,8 @@
 
 Every phrasing of the resolution table that is asked of the 3x3 grid (ordinals, rows and
 columns, counts from either end, sets, lists, exclusions, mixed language, traditional script)
-plus the same canvas with a selection, a version chain in focus and a four-result turn, each
+plus the same canvas with a selection, a version chain in focus, a four-result turn and a
+chain of four turns one of which produced three results (issue 25), each
 resolved many times; the per-call times give p50 and p99. Target: p99 < 2 ms. Two clocks:
 the thread's CPU time (the resolver's own cost, unmoved by other processes on a shared machine)
 and wall time (what a caller waits, including time the scheduler gives to others). Then the
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from gateway.resolution.resolver import ResolutionInput, resolve_targets  # noqa: E402
 from tests.resolution_cases import CASES  # noqa: E402
 from tests.resolution_cases.harness import resolution_input  # noqa: E402
-from tests.resolution_cases.scenes import grid  # noqa: E402
+from tests.resolution_cases.scenes import grid, story  # noqa: E402
 
 TARGET_P99_MS = 2.0
 
@@ -40,6 +41,8 @@ def inputs() -> list[ResolutionInput]:
         dataclasses.replace(canvas, selected_node_ids=("n22",)),
         dataclasses.replace(canvas, chain=("v0", "v1", "v2"), results=("v2",)),
         dataclasses.replace(canvas, results=("x1", "x2", "x3", "x4")),
+        # a version chain by turns, one of them with three results
+        dataclasses.replace(story("t1", "t2a t2b t2c", "t3<t2b", "t4"), nodes=canvas.nodes),
     ]
     out = [resolution_input(canvas, t) for t in texts]
     out += [resolution_input(scene, t) for scene in with_state for t in texts[::7]]
@@ -82,11 +85,14 @@ MAX_TEXT = 20_000  # gateway/routes/resolve.py MAX_TEXT_CHARS
 # runs of the words the constructions are built from: every one must stay linear in the text
 REPEATED = ("第", "上", "一二三", "1", "the ", "first, ", "第一、", "第一排第二个", "左边和",
             "不要左边的，", "all but the last ", "像原图一样", "top-left 的那个 ",
-            "有猫的那张")  # fmt: skip
+            "有猫的那张", "上上轮的", "倒数第三版", "两步之前的", "你生成的第一张",
+            "最后两版都不对，再往前一版，", "not the newest, the one before it, ")  # fmt: skip
 
 
 def _longest_texts() -> list[tuple[str, float]]:
-    canvas = resolution_input(grid(3, 3), "")
+    canvas = resolution_input(
+        dataclasses.replace(story("t1", "t2a t2b t2c", "t3<t2b", "t4"), nodes=grid(3, 3).nodes), ""
+    )
     out = []
     for word in REPEATED:
         inp = dataclasses.replace(canvas, text=(word * (MAX_TEXT // len(word) + 1))[:MAX_TEXT])

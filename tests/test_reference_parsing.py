@@ -59,10 +59,77 @@ def test_parser_finds_kind_value_and_role(text: str, expected: list[tuple[str, s
     assert _refs(text) == expected
 
 
+def _chain(text: str) -> list[tuple[str, int | None, int | None, str, str | None]]:
+    return [
+        (r.value, r.index, r.count, r.role, r.scope and r.scope.value)
+        for r in parse_references(text).references
+        if r.kind == "chain"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # rounds count back from the turn being resolved (-1 is the latest) or from the first (1)
+        ("上上轮的图", [("round", -2, None, "target", None)]),
+        ("两轮之前的", [("round", -2, None, "target", None)]),
+        ("three rounds ago", [("round", -3, None, "target", None)]),
+        ("第二轮的结果", [("round", 2, None, "target", None)]),
+        ("the result of the first round", [("round", 1, None, "target", None)]),
+        ("上上轮的三张", [("round", -2, 3, "target", None)]),
+        # steps and versions count back from the anchor (-1), the latest when named
+        ("退两步", [("parent", -3, None, "target", None)]),
+        ("back three steps", [("parent", -4, None, "target", None)]),
+        ("the one before the newest", [("parent", -2, None, "target", "latest")]),
+        ("倒數第三版", [("version", -3, None, "target", None)]),
+        ("the fourth version from the end", [("version", -4, None, "target", None)]),
+        ("最近两版", [("version", -1, 2, "target", None)]),
+        ("the first two versions", [("version", 1, 2, "target", None)]),
+        ("the middle version", [("middle", None, None, "target", None)]),
+        ("all the versions", [("versions", None, None, "target", None)]),
+        # the original and the generated turns however they are named
+        ("我一開始給你的那張", [("root", None, None, "target", None)]),
+        ("the picture I began with", [("root", None, None, "target", None)]),
+        ("the earliest result", [("generated", 1, None, "target", None)]),
+        ("your first attempt", [("generated", 1, None, "target", None)]),
+        ("前两次生成的", [("generated", 1, 2, "target", None)]),
+        # an ordinal read inside a turn, or on the chain by what it goes with
+        ("不是最新那版，是再前一版",
+         [("latest", None, None, "excluded", None), ("before", None, None, "target", None)]),
+        ("both of the last two are wrong, go back one more",
+         [("version", -1, 2, "excluded", None), ("before", None, None, "target", None)]),
+        ("not the first generated one, the second",
+         [("generated", 1, None, "excluded", None), ("generated", 2, None, "target", None)]),
+    ],
+)  # fmt: skip
+def test_chain_places_by_turn_step_and_role(
+    text: str, expected: list[tuple[str, int | None, int | None, str, str | None]]
+) -> None:
+    assert _chain(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "index", "scope", "scope_index"),
+    [("上上轮的第三张", 3, "round", -2), ("第二次生成的第一张", 1, "generated", 2),
+     ("the first variant of the second round", 1, "round", 2),
+     ("你生成的第四張", 4, "generated", None)],
+)  # fmt: skip
+def test_an_ordinal_inside_a_turn_is_scoped_by_it(
+    text: str, index: int, scope: str, scope_index: int | None
+) -> None:
+    (ref,) = parse_references(text).references
+    assert ref.kind == "ordinal"
+    assert (ref.index, ref.scope and ref.scope.value, ref.scope and ref.scope.index) == (
+        index, scope, scope_index
+    )
+
+
 @pytest.mark.parametrize(
     "text",
     ["在左边加一棵树", "让他向左看", "30度左右", "调整一下", "第一步先调色", "最后加一个logo",
-     "把猫放到墙上", "还原图片", "make the sky bluer", "at the last minute", ""],
+     "把猫放到墙上", "还原图片", "make the sky bluer", "at the last minute", "",
+     "往前走两步", "one step at a time", "我一开始想要蓝色", "我一开始给你的要求是蓝色背景",
+     "第一次改的时候太暗了", "退一步说，背景可以更亮"],
 )  # fmt: skip
 def test_content_words_are_not_image_references(text: str) -> None:
     assert _refs(text) == []

@@ -15,7 +15,7 @@ from opencc_purepy import OpenCC
 from gateway.resolution.resolver import ResolutionInput, resolve_targets
 from tests.resolution_cases import CASES, KINDS, Case
 from tests.resolution_cases.harness import resolution_input, verdict
-from tests.resolution_cases.scenes import row, with_results
+from tests.resolution_cases.scenes import Scene, row, with_results
 
 _SIMPLIFIED = OpenCC("t2s")
 
@@ -51,6 +51,18 @@ def test_table_has_500_rows_in_both_languages_and_scripts_for_every_kind() -> No
     assert len({(c.scene, c.text) for c in CASES}) == len(CASES)
 
 
+def test_the_chain_rows_cover_chains_of_one_to_six_turns_in_every_script() -> None:
+    # issue 25: written before the resolver was read, over chains of 1 to 6 turns (the upload's
+    # and those that produced results), some turns with several results
+    rows = [c for c in CASES if c.round == 5]
+    assert len(rows) >= 150
+    places = {1 + len(c.scene.result_turns()) for c in rows}
+    assert set(range(1, 7)) <= places
+    assert any(len(turn) > 1 for c in rows for turn in c.scene.result_turns())
+    assert {_script(c.text) for c in rows} == {"english", "simplified", "traditional", "mixed"}
+    assert sum(c.expected is None for c in rows) >= 30  # places outside the chain ask
+
+
 # ---------------------------------------------------------------------------- property tests
 
 _ON_CANVAS = [c for c in CASES if len(c.scene.nodes) > 1]
@@ -81,6 +93,73 @@ def test_asset_registration_order_never_changes_the_answer(case: Case, data: st.
         for t, asset_id in enumerate(order)
     }
     assert _answer(dataclasses.replace(inp, assets=assets)) == _answer(inp)
+
+
+_ON_CHAIN = [c for c in CASES if len(c.scene.result_turns()) > 1]
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=st.sampled_from(_ON_CHAIN), data=st.data())
+def test_renumbering_turns_and_reordering_registrations_never_changes_the_answer(
+    case: Case, data: st.DataObject
+) -> None:
+    # only the order of the chat's result turns counts, not their numbers (gaps, negative
+    # numbers, any starting point), nor the order they are listed in, nor which asset was
+    # registered first
+    inp = resolution_input(case.scene, case.text)
+    turns = inp.result_turns
+    start = data.draw(st.integers(min_value=-10**9, max_value=10**9))
+    gaps = data.draw(st.lists(st.integers(min_value=1, max_value=10**6), min_size=len(turns),
+                              max_size=len(turns)))
+    numbers = [start + sum(gaps[: k + 1]) for k in range(len(turns))]
+    renumbered = [dataclasses.replace(t, turn=n) for t, n in zip(turns, numbers, strict=True)]
+    listed = data.draw(st.permutations(renumbered))
+    order = data.draw(st.permutations(list(inp.assets)))
+    assets = {
+        asset_id: dataclasses.replace(inp.assets[asset_id], created_at_ms=1000 + t)
+        for t, asset_id in enumerate(order)
+    }
+    moved = dataclasses.replace(inp, result_turns=tuple(listed), assets=assets)
+    assert _answer(moved) == _answer(inp)
+
+
+_CHAIN_WORDS = [
+    "再往前一版", "go back one more", "最后两版", "the last two", "上上轮的", "第二轮的", "第三张",
+    "倒数第三版", "the one before the newest", "你生成的", "原图", "最新的", "两步之前的",
+    "the middle version", "所有版本", "第一次生成的",
+]  # fmt: skip
+_CUES = ["", "不要", "not ", "除了", "，", "都不对，", " are wrong, ", "的", " and ", "和"]
+_STORIES = list(dict.fromkeys(c.scene for c in CASES if c.round in (5, 6)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(st.tuples(st.sampled_from(_CUES), st.sampled_from(_CHAIN_WORDS)), max_size=5),
+    scene=st.sampled_from(_STORIES),
+)
+def test_any_mix_of_chain_words_is_answered_or_asked(
+    parts: list[tuple[str, str]], scene: Scene
+) -> None:
+    # negated, repeated and nested chain words never break the resolver ("不要再往前一版"
+    # rejects the step back itself), and whatever it answers is an image of the chat
+    text = "".join(cue + word for cue, word in parts)
+    inp = resolution_input(scene, text)
+    decision = resolve_targets(inp)
+    assert set(decision.target_asset_ids) <= set(inp.assets)
+    assert decision.needs_clarification == (decision.mode == "clarification")
+
+
+def test_the_chain_counts_turns_in_their_order_not_their_listing() -> None:
+    # swapping two turns' numbers swaps what "the second round" means: the order is read
+    case = next(c for c in _ON_CHAIN if c.text == "第二轮的结果")
+    inp = resolution_input(case.scene, case.text)
+    first, second, *rest = inp.result_turns
+    swapped = (dataclasses.replace(first, turn=second.turn),
+               dataclasses.replace(second, turn=first.turn), *rest)
+    assert _answer(inp) == ("text_reference", second.asset_ids)
+    assert _answer(dataclasses.replace(inp, result_turns=swapped)) == (
+        "text_reference", first.asset_ids
+    )
 
 
 _SCALES = st.floats(min_value=0.05, max_value=50, allow_nan=False, allow_infinity=False)

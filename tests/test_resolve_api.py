@@ -138,6 +138,52 @@ async def test_upload_edit_edit_original_latest_and_selection(alice: httpx.Async
     assert newest["confidence"] == turn6["confidence"]
 
 
+async def test_every_place_of_the_chain_by_turns(alice: httpx.AsyncClient) -> None:
+    # upload, one edit, three variants (the client sends them in any order), an edit of the
+    # second variant: the chain is photo, edit, (v1 v2 v3), final
+    chat = Chat(alice)
+    photo = await chat.asset("photo", source="upload")
+    await chat.resolve("改成水彩", uploads=[photo])
+    edit = await chat.asset("edit", parents=[photo])
+    await chat.results(edit)
+    variants = [await chat.asset(f"v{i}", parents=[edit]) for i in (1, 2, 3)]
+    await chat.results(variants[2], variants[0], variants[1])
+    picked = await chat.resolve("第二张再亮一点")
+    assert picked["targetAssetIds"] == [variants[1]]
+    final = await chat.asset("final", parents=[variants[1]])
+    await chat.results(final)
+
+    expected = {
+        "the one before the newest": [variants[1]],  # the variant the final was made from
+        "上上轮的第三张": [variants[2]],
+        "the first variant of the second round": [variants[0]],
+        "倒数第三版": [edit],
+        "第一次生成的": [edit],
+        "我一开始给你的那张": [photo],
+        "the picture I began with": [photo],
+        "最后两版都不对，再往前一版": [edit],
+        "上上轮的三张": variants,
+        "最新的": [final],
+    }
+    # every text is read in the state the final result left (a resolution moves the focus)
+    state = {k: v for k, v in (await chat.state()).items() if k not in ("turnCount", "updatedAtMs")}
+
+    async def resolve(text: str) -> dict[str, Any]:
+        put = await alice.put(f"/chats/{chat.chat_id}/working-state", json=state)
+        assert put.status_code == 200, put.text
+        return await chat.resolve(text)
+
+    for text, targets in expected.items():
+        decided = await resolve(text)
+        assert (decided["resolutionMode"], decided["targetAssetIds"]) == (
+            "text_reference", targets
+        ), (text, decided["reason"])
+    for text in ("上上轮的那张", "five versions back", "第四轮的结果", "第二次生成的那张"):
+        decided = await resolve(text)
+        assert decided["resolutionMode"] == "clarification", (text, decided)
+        assert decided["needsClarification"] is True
+
+
 async def test_english_original_and_previous_result(alice: httpx.AsyncClient) -> None:
     chat = Chat(alice)
     photo = await chat.asset("photo", source="upload")

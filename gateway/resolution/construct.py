@@ -51,7 +51,9 @@ def build_references(pattern: Pattern, match: re.Match[str]) -> list[Reference]:
         built = [ref]
     refs = [r for r in built if r is not None]
     if pattern.results:  # "第三个结果", "the third variant": counted among the turn's results
-        results = Reference("chain", "latest", ref.start, ref.end, plural=True)
+        # an ordinal counts the turn's results; a chain place is taken of the latest result
+        value = "results" if pattern.kind == "ordinal" else "latest"
+        results = Reference("chain", value, ref.start, ref.end, plural=True)
         refs = [replace(r, scope=results) for r in refs]
     return refs if len(refs) == len(built) else []
 
@@ -162,8 +164,11 @@ def _build_line(
 
 def _build_chain(ref: Reference, groups: dict[str, str]) -> Reference | None:
     """Places of the version chain: parents by depth ("上上个版本": index -3, the anchor being -1),
-    versions by number from the root (1) or from the end (-1), generated versions by number."""
+    versions by number from the root (1) or from the end (-1), generated turns by number (none:
+    all of them), rounds back from the turn being resolved ("上上轮": -2) or from the first (1)."""
     if ref.value == "parent":
+        if ref.index is not None and not {"ups", "dn"} & groups.keys():
+            return ref
         depth = 1
         if "ups" in groups:
             depth = len(groups["ups"])
@@ -171,9 +176,22 @@ def _build_chain(ref: Reference, groups: dict[str, str]) -> Reference | None:
             word = groups["dn"]
             depth = 1 if word in ("a", "one") else parse_number(word) or 0
         return replace(ref, index=-(depth + 1)) if depth > 0 else None
+    if ref.value == "round":
+        if ref.index is not None and not {"rups", "rdn", "rrev", "rn", "rord"} & groups.keys():
+            return ref  # "上一轮之前的"
+        if "rups" in groups:
+            return replace(ref, index=-len(groups["rups"]))
+        word = groups.get("rdn") or groups.get("rrev") or groups.get("rn") or ""
+        n = 1 if word in ("a", "one") else parse_number(word) or parse_ordinal_word(
+            groups.get("rord", ""))
+        if not n or n < 0:
+            return None
+        return replace(ref, index=n if "rn" in groups or "rord" in groups else -n)
     if ref.value == "version":
         if "vpen" in groups:
             return replace(ref, index=-2)
+        if ref.index is not None and not {"vn", "vrev", "vord"} & groups.keys():
+            return ref
         n = parse_number(groups.get("vn") or groups.get("vrev") or "") or parse_ordinal_word(
             groups.get("vord") or groups.get("vrev") or ""
         )
@@ -181,6 +199,8 @@ def _build_chain(ref: Reference, groups: dict[str, str]) -> Reference | None:
             return None
         return replace(ref, index=-abs(n) if "vrev" in groups or n < 0 else n)
     if ref.value == "generated":
+        if "gn" not in groups and "gord" not in groups:
+            return ref  # "最早生成的" (index 1), "你生成的" (all of them)
         n = parse_number(groups.get("gn", "")) or parse_ordinal_word(groups.get("gord", ""))
         return replace(ref, index=n) if n and n > 0 else None
     return ref

@@ -236,13 +236,18 @@ NEGATION_PRE_ZH = (
 )
 NEGATION_POST_ZH = (
     "别动|不要动|不动|不用动|别改|不要改|不改|不用改|不变|保持不变|保持原样|保留|除外|"
-    "不要了|别管|不用管|先不动|别碰|不要碰"
+    "不要了|别管|不用管|先不动|别碰|不要碰|"
+    # a rejection: "最后两版都不对，再往前一版"
+    "不对|不行|错了|不满意|不好(?![看玩听说意用])"
 )
 NEGATION_PRE_EN = (
-    r"\b(?:not|don'?t|do not|never|leave|keep|except(?: for)?|excluding|exclude|other than|"
+    r"\b(?:not|neither|nor|don'?t|do not|never|leave|keep|except(?: for)?|excluding|exclude|"
+    r"other than|"
     r"but not|instead of|rather than|without|skip|ignore|avoid|no longer)\b"
 )
-NEGATION_POST_EN = r"\b(?:alone|as[ -]is|as it is|unchanged|untouched|intact)\b"
+NEGATION_POST_EN = (
+    r"\b(?:alone|as[ -]is|as it is|unchanged|untouched|intact|wrong|no good|not right)\b"
+)
 # Source cues: the reference after them is a model to copy, not the image to change.
 SOURCE_ZH = "(?<![图好不])像|参考|按照|根据|照着|仿照|模仿|比照|对照|依照"
 SOURCE_EN = (

@@ -95,7 +95,11 @@ def _fold(text: str, refs: list[Reference]) -> list[Reference]:
 
 
 def _is_group(ref: Reference) -> bool:
-    return ref.kind in _SCOPE_KINDS or (ref.kind == "chain" and ref.value == "latest")
+    return ref.kind in _SCOPE_KINDS or (ref.kind == "chain" and ref.value in _GROUP_PLACES)
+
+
+# chain places that are a turn's results, read as a group ("上上轮的第三张", "你生成的第一张")
+_GROUP_PLACES = ("latest", "round", "generated")
 
 
 def _is_anchor(ref: Reference) -> bool:
@@ -291,4 +295,33 @@ def parse_references(text: str) -> ParsedText:
     folded = _fold(normalised, _scan(normalised))
     refs = _shared_count(normalised, _shared_item(normalised, folded))
     with_roles, all_but = _assign_roles(normalised, refs)
+    with_roles = _on_the_chain(with_roles)
     return ParsedText(normalised, tuple(with_roles), all_but, _unread(normalised, with_roles))
+
+
+def _bare(ref: Reference) -> bool:
+    return ref.kind == "ordinal" and ref.scope is None and ref.axis is None
+
+
+def _on_the_chain(refs: list[Reference]) -> list[Reference]:
+    """Ordinals that count places of the version chain rather than images, by what they go with:
+    a rejection "再往前一版" steps back from ("最后两个都不对" → the last two versions); the second
+    of a redirect between versions ("not the first generated one, the second"); and an exclusion
+    inside a turn named before it ("第二轮除了第二张" → the 2nd result of that turn)."""
+    out = list(refs)
+    stepping = any(r.kind == "chain" and r.value == "before" for r in refs)
+    for i, ref in enumerate(out):
+        if not _bare(ref):
+            continue
+        before = out[i - 1] if i else None
+        if stepping and ref.role == "excluded":
+            out[i] = replace(ref, kind="chain", value="version")
+        elif (before is not None and ref.role == "target" and before.role == "excluded"
+              and ref.count is None and before.kind == "chain" and before.index is not None
+              and before.value in ("generated", "version", "round")):
+            out[i] = replace(ref, kind="chain", value=before.value)
+        elif (ref.role == "excluded" and before is not None and before.role == "target"
+              and before.kind == "chain" and before.value in ("round", "generated")
+              and before.index is not None):
+            out[i] = replace(ref, scope=before)
+    return out

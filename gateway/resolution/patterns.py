@@ -351,7 +351,8 @@ def _chain_position_patterns() -> list[Pattern]:
         r"\bthe\s+(?P<vpen>penultimate)\s+version\b",
     ]
     generated = [
-        rf"第(?P<gn>{NUM})(?:个|次|张)(?:生成|编辑|修改|改)的?(?:版本|那张|那幅|图片|图|结果)?",
+        rf"第(?P<gn>{NUM})(?:个|次|张)(?:生成|编辑|修改|改)(?:后|之后|以后|完)?"
+        rf"(?:的?(?:版本|那张|那幅|图片|图|结果)|{_ZH_IMAGE_END})",
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:generated|edited)\s+(?:version|image|one|picture)\b",
         rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:edit|generation)\b",
     ]
@@ -369,6 +370,137 @@ def _chain_position_patterns() -> list[Pattern]:
     patterns += [Pattern("chain", "version", re.compile(p), 0) for p in version]
     patterns += [Pattern("chain", "generated", re.compile(p), 0) for p in generated]
     patterns += [Pattern("chain", value, re.compile(p), 0) for p, value in mixed]
+    patterns += _chain_turn_patterns()
+    return patterns
+
+
+# what may follow a chain word in Chinese: "的", "那张", "的三张", "的图", "的结果"
+_ZH_TAIL = (
+    rf"(?:的?(?:(?P<count>{BATCH_NUM}|几)(?:张|幅|个)|(?:那|这)?一?(?:张|幅|个|版))?"
+    r"(?:图片|图像|照片|图|结果)?)?"
+)
+_GAVE = r"(?:uploaded|sent(?:\s+you)?|gave\s+you|shared|attached)"
+# after a chain word that is also content ("我一开始给你的要求", "第一次改的时候"): an image head,
+# or 的 where the reference ends
+_ZH_IMAGE_END = (
+    r"(?:的?(?:那|这)?一?(?:张|幅|版)(?:图片|图像|照片|图)?|的?(?:图片|图像|照片|图|结果)|"
+    r"的?(?=$|[\s,.;:!?，。；：！？、]|第|前|最|倒数|再|改|调|换|变|都|也|就|吧|呢|和|跟|与|或|"
+    r"不|里|中|[a-z]))"
+)
+_EN_THING = r"(?:one|image|picture|photo|pic|version|result|output|attempt|try|edit|go)"
+
+
+def _chain_turn_patterns() -> list[Pattern]:
+    """The chain by turns (issue 25): rounds counted from the turn being resolved ("上上轮",
+    "two rounds ago") or from the first ("第二轮的结果"); steps back ("退两步"); the original
+    however it is named ("我一开始给你的那张", "the picture I began with"); the first or n-th
+    generated turn ("最早生成的", "your first attempt"); the middle of the chain; counts of versions
+    ("最近两版", "the first two versions"), every version; and "再往前一版" / "go back one more"
+    (the version before the ones the text rejects)."""
+    en_n = rf"{EN_COUNT}|one|a"
+    zh_step = r"(?:往回退|往前退|往回|往前|回退|退回|后退|倒退|退)"
+    rules: list[tuple[str, str, int | None, bool]] = [
+        # rounds: -1 the latest turn, 1 the first that produced results
+        (rf"(?P<rups>上{{2,6}})一?轮{_ZH_TAIL}", "round", None, False),
+        (rf"(?P<rdn>{NUM})轮(?:之前|以前|前){_ZH_TAIL}", "round", None, False),
+        (rf"倒数第(?P<rrev>{NUM})轮{_ZH_TAIL}", "round", None, False),
+        (rf"上一?轮(?:之前|以前)(?:那轮)?{_ZH_TAIL}", "round", -2, False),
+        (rf"第(?P<rn>{NUM})轮(?:生成)?{_ZH_TAIL}", "round", None, False),
+        (rf"\b(?:the\s+(?:one|image|picture|result)s?\s+(?:from\s+)?)?(?P<rdn>{en_n})\s+"
+         r"(?:rounds?|turns?)\s+(?:back|ago|before|earlier)\b", "round", None, False),
+        (rf"\b(?:the\s+(?:results?|images?|pictures?|outputs?)\s+(?:of|from)\s+)?"
+         rf"the\s+(?P<rord>{EN_ORD})\s+(?:round|turn)(?:'s)?(?:\s+(?:results?|images?|"
+         r"outputs?))?\b", "round", None, False),
+        (rf"第(?P<rn>{NUM})轮\s*(?=[a-z])", "round", None, False),
+        (rf"最新(?:的)?(?P<count>{BATCH_NUM})(?:张|幅|个)(?:图片|图)?", "latest", None, False),
+        # steps back from the anchor
+        (rf"{zh_step}(?P<dn>{NUM})步(?!讲|说|来说|想|海阔){_ZH_TAIL}", "parent", None, False),
+        (rf"(?P<dn>{NUM})步(?:之前|以前|前){_ZH_TAIL}", "parent", None, False),
+        (r"\bthe\s+(?:version|one|image|picture)\s+(?:just|right|immediately)\s+before\s+"
+         r"(?:this|that|it)(?:\s+(?:one|version|image))?\b", "parent", None, False),
+        (r"\bthe\s+one\s+before(?=\s*(?:[,.;!?]|$))", "parent", None, False),
+        (rf"\b(?:go(?:ing)?\s+)?back\s+(?P<dn>{en_n})\s+steps?\b", "parent", None, False),
+        (rf"\b(?P<dn>{en_n})\s+steps?\s+(?:back|ago|before|earlier)\b", "parent", None, False),
+        (r"\bthe\s+(?:one|image|picture|version)\s+before\s+the\s+(?:newest|latest|last|"
+         r"most\s+recent)(?:\s+(?:one|image|picture|version|result))?\b", "parent", -2, True),
+        (r"最新(?:的|那)?(?:一?(?:版|张|个))?(?:的)?(?:前一版|前一张|前一个|前面(?:那|一)版)",
+         "parent", -2, True),
+        # the original however the user names it
+        (r"我?(?:一开始|最开始|刚开始|开始时|最早|最初|起初|起先|当初|原本)(?:时)?(?:给你|发给你|"
+         rf"传给你|发|上传|传|给){_ZH_IMAGE_END}", "root", None, False),
+        (r"\bthe\s+(?:one|image|picture|photo|pic|file)\s+(?:that\s+)?i\s+(?:first\s+)?"
+         r"(?:began|begin|started|start)\s+(?:with|from)\b", "root", None, False),
+        (rf"\bthe\s+(?:(?P<first>first)\s+)?(?:one|image|picture|photo|pic|file)\s+(?:that\s+)?"
+         rf"i\s+(?(first)|(?:first|originally)\s+){_GAVE}\b", "root", None, False),
+        (rf"\bthe\s+(?:one|image|picture|photo|pic|file)\s+(?:that\s+)?i\s+{_GAVE}\s+"
+         r"(?:first|at\s+the\s+(?:start|beginning))\b", "root", None, False),
+        (r"\bwhat\s+i\s+(?:gave|sent|showed)\s+you\s+(?:at\s+the\s+(?:start|beginning)|"
+         r"first|originally|in\s+the\s+beginning)\b", "root", None, False),
+        (r"我?(?:一开始|最开始|最早)(?:给你|发给你)的?\s*(?=[a-z])", "root", None, False),
+        # the first (n-th) generated turn, all of them
+        (rf"(?:最早|最先|最初|第一次)(?:生成|做|画|改|出)(?:后|之后|以后|完)?(?:的?(?P<count>{BATCH_NUM}|几)"
+         rf"(?:张|幅|个)|{_ZH_IMAGE_END})", "generated", 1, False),
+        (rf"第(?P<gn>{NUM})(?:个|次)\s*(?:generated?|edit(?:ed)?|made)\s*的?{_ZH_TAIL}",
+         "generated", None, False),
+        (rf"\b(?P<gord>{EN_ORD})\s+(?:generated|edited)\s*(?:的)?\s*(?:那|这)?一?(?:张|幅|个)",
+         "generated", None, False),
+        (r"\bthe\s+(?:earliest|oldest)\s+(?:generated\s+|edited\s+)?(?:result|output|"
+         r"generation|attempt|try|edit)s?\b", "generated", 1, False),
+        (r"\bthe\s+(?:earliest|oldest)\s+(?:generated|edited)\s+(?:one|image|picture|photo|"
+         r"version)\b", "generated", 1, False),
+        (rf"\bthe\s+(?P<gord>{EN_ORD})\s+(?:result|image|picture|one|version|photo)s?\s+"
+         r"(?:that\s+)?you\s+(?:made|generated|created|produced|did|drew|rendered)\b",
+         "generated", None, False),
+        (rf"\byour\s+(?P<gord>{EN_ORD})\s+{_EN_THING}\b", "generated", None, False),
+        (rf"前(?P<count>{BATCH_NUM})次(?:生成|编辑|修改|改)的?(?:版本|图片|图|结果)?",
+         "generated", 1, False),
+        (r"(?:你|您)(?:生成|做|画|出|改)的(?:图片|图)?(?:里|中|当中|里面)?(?:的)?(?=第|前|最后|倒数)",
+         "generated", None, True),
+        (r"\b(?:every|all(?:\s+of)?(?:\s+the)?)\s+(?:generated|edited)\s+(?:versions?|images?|"
+         r"ones|results|pictures)\b", "generated", None, True),
+        (r"所有(?:的)?(?:生成|改)的?(?:版本|图片|图|结果)|(?:生成|改)的所有版本", "generated", None,
+         True),
+        # the middle of the chain
+        (r"(?:正)?中间(?:的|那)?(?:一|个|那个)?(?:版本|版)", "middle", None, False),
+        (r"\bthe\s+(?:middle|central)\s+version\b", "middle", None, False),
+        (r"\bthe\s+version\s+in\s+the\s+middle\b", "middle", None, False),
+        (r"\bthe\s+middle\s+(?:one\s+)?(?:of|among)\s+(?:all\s+)?the\s+versions\b", "middle",
+         None, False),
+        (r"\bmiddle\s*(?:的)?\s*(?:那|这)?个?\s*(?:version\b|版本|版)", "middle", None, False),
+        (r"\bthe\s+middle\s+(?:generated|edited)\s+(?:one|image|version|picture)\b",
+         "middle-generated", None, False),
+        # versions from either end, counts of versions, every version
+        (r"\bthe\s+last[\s-]+but[\s-]+one\s+version\b", "version", -2, False),
+        (rf"\bthe\s+(?P<vrev>{EN_ORD})\s+version\s+from\s+the\s+end\b", "version", None,
+         False),
+        (rf"倒数第(?P<vrev>{NUM})个?\s*version\b", "version", None, False),
+        (rf"(?:最近|最后|最新)的?(?P<count>{BATCH_NUM})(?:个)?(?:版本|版)", "version", -1, False),
+        (rf"(?:最早|最初|最前面|前)的?(?P<count>{BATCH_NUM})(?:个)?(?:版本|版)", "version", 1,
+         False),
+        (rf"\bthe\s+(?:last|latest|most\s+recent)\s+(?P<count>{EN_COUNT})\s+versions\b",
+         "version", -1, False),
+        (rf"\bthe\s+first\s+(?P<count>{EN_COUNT})\s+versions\b", "version", 1, False),
+        (rf"\bthe\s+(?P<count>{EN_COUNT})\s+(?:most\s+recent|latest|last|newest)\s+versions\b",
+         "version", -1, False),
+        (rf"\bthe\s+(?P<vrev>{EN_ORD})\s+(?:newest|latest|most\s+recent)"
+         r"(?:\s+(?:one|version|image|picture|result))?\b", "version", None, False),
+        (r"\b(?:all(?:\s+of)?(?:\s+the)?|every)\s+versions?\b", "versions", None, True),
+        (r"所有(?:的)?版本|全部(?:的)?版本|每(?:一)?个版本|每一版|其他(?:的)?(?:几个)?版本|"
+         r"其余(?:的)?版本|之前的(?:所有|全部)?版本都", "versions", None, True),
+        # one further back than the versions the text rejects
+        (r"再往前一?(?:版|个|张|步)|再前一(?:版|个|张)|往前再一(?:版|个|张)|再往回一(?:版|个|张|步)",
+         "before", None, False),
+        (r"\b(?:go\s+)?back\s+one\s+more\b|\bone\s+(?:more|further)\s+back\b|"
+         r"\bthe\s+(?:one|version)\s+before\s+(?:them|those|these)\b", "before", None, False),
+    ]
+    patterns = []
+    for regex, value, index, plural_or_latest in rules:
+        if value == "parent" and plural_or_latest:  # anchored on the latest result
+            patterns.append(Pattern("chain", value, re.compile(regex), 0, index=index,
+                                    results=True))
+        else:
+            patterns.append(Pattern("chain", value, re.compile(regex), 0, index=index,
+                                    plural=plural_or_latest))
     return patterns
 
 

@@ -18,9 +18,12 @@ class Reference:
 
     `value` per kind: position → top-left|top-right|bottom-left|bottom-right|left|right|top|bottom|
     middle|centre-left|centre-right|corners; ordinal → "nth" (see `index`); line → nth|middle (a
-    row or column, see `axis`); chain → root|parent|version|generated|latest (parents count back
+    row or column, see `axis`); chain → root|parent|version|generated|latest|round|middle|
+    middle-generated|versions|before (parents count back
     from the anchor, -2 being its parent; versions from the root, 1, or the end, -1; generated
-    versions from the root's child, 1); selection → selected|this; upload → uploaded; batch →
+    turns from the root's next place, 1, all of them without an index; round: a turn of the chat,
+    -1 the latest, 1 the first with results; middle / middle-generated; before: the version
+    before the ones the text rejects); selection → selected|this; upload → uploaded; batch →
     all; complement → other.
     """
 
@@ -105,7 +108,21 @@ def _describe_chain(value: str, index: int | None) -> str:
     if value == "version":
         return f"the {_place(index or 1)} version"
     if value == "generated":
-        return f"the {_nth(index or 1)} generated version"
+        return f"the {_nth(index)} generated version" if index else "the generated images"
+    if value == "round":
+        if index is None or index == -1:
+            return "the latest result"
+        return f"the results of turn {index}" if index > 0 else f"the results {-index} turns back"
+    if value == "middle":
+        return "the middle version"
+    if value == "middle-generated":
+        return "the middle generated version"
+    if value == "results":
+        return "the results"
+    if value == "versions":
+        return "every version"
+    if value == "before":
+        return "the version before"
     return "the latest result"
 
 

@@ -17,6 +17,7 @@ from gateway.resolution.scene import (
     AssetInfo,
     Match,
     ResolutionInput,
+    ResultTurn,
     Scene,
     WorkingState,
     build_scene,
@@ -38,6 +39,7 @@ __all__ = [
     "CanvasNode",
     "Decision",
     "ResolutionInput",
+    "ResultTurn",
     "WorkingState",
     "canvas_layout",
     "resolve_targets",
@@ -248,7 +250,8 @@ def _by_text(scene: Scene, excluded: set[str]) -> Decision | None:
     if scene.parsed.all_but and not refs and not batches:  # "除了第二张", "all but the last"
         batches = [_ALL]
     complements = [r for r in scene.with_role("target") if r.kind == "complement"]
-    plural = bool(batches) or any(r.plural for r in refs)
+    # "第二轮除了第二张": what the rest is taken from names several
+    plural = bool(batches) or any(r.plural for r in refs) or scene.parsed.all_but
     pool = scene.canvas_ids or scene.latest
     targets: list[str] = []
     for ref in refs:

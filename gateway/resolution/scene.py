@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from gateway.resolution.canvas import CanvasLayout, CanvasNode, along, canvas_layout
 from gateway.resolution.parsing import ParsedText, Reference, parse_references
@@ -36,6 +37,15 @@ class WorkingState:
 
 
 @dataclass(frozen=True)
+class ResultTurn:
+    """One turn of the chat that produced results (`POST /chats/{id}/results`): its number, which
+    only orders the turns, and its result assets in registration order."""
+
+    turn: int
+    asset_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ResolutionInput:
     text: str
     uploaded_asset_ids: tuple[str, ...]
@@ -49,6 +59,8 @@ class ResolutionInput:
     working_state: WorkingState
     latest_result_ids: tuple[str, ...]  # the most recent turn result, registration order
     last_multi_result_ids: tuple[str, ...]  # the most recent turn with several results
+    # the chat's turns that produced results, in any order (their numbers order them)
+    result_turns: tuple[ResultTurn, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------- scene
@@ -128,6 +140,45 @@ class Scene:
         while (parent := self.parent(chain[-1])) is not None and parent not in chain:
             chain.append(parent)
         return tuple(reversed(chain))
+
+    @cached_property
+    def rounds(self) -> tuple[tuple[str, ...], ...]:
+        """The chat's turns that produced results, oldest first, each turn's known results."""
+        turns = sorted(self.inp.result_turns, key=lambda t: t.turn)
+        return tuple(ids for ids in (self.known(t.asset_ids) for t in turns) if ids)
+
+    @cached_property
+    def _positions(self) -> dict[str, tuple[tuple[tuple[str, ...], ...], int]]:
+        return {}
+
+    @cached_property
+    def rejected(self) -> frozenset[str]:
+        """The images of the versions the text rejects ("最后两版都不对"), for "再往前一版"."""
+        rejected: set[str] = set()
+        for other in self.with_role("excluded"):
+            if other.kind == "chain" and other.value == "before":
+                continue  # "不要再往前一版": what it rejects is read from the others
+            if other.kind in ("chain", "selection", "batch"):
+                rejected.update(resolve_reference(self, other, plural=True).ids)
+        return frozenset(rejected)
+
+    def positions(self, anchor: str) -> tuple[tuple[tuple[str, ...], ...], int]:
+        """The version chain `anchor` is on, by turns: its root, then every turn whose results
+        descend from that root, oldest first; and the anchor's place in it. Without turns that
+        hold the anchor, the anchor's primary-parent path, one version per place."""
+        if anchor not in self._positions:
+            self._positions[anchor] = self._chain_positions(anchor)
+        return self._positions[anchor]
+
+    def _chain_positions(self, anchor: str) -> tuple[tuple[tuple[str, ...], ...], int]:
+        root = self.root(anchor)
+        places: list[tuple[str, ...]] = [(root,)]
+        places += [ids for ids in self.rounds if any(self.root(i) == root for i in ids)]
+        at = [k for k, ids in enumerate(places) if anchor in ids]
+        if not at:
+            lineage = self.chain(anchor)
+            return tuple((v,) for v in lineage), len(lineage) - 1
+        return tuple(places), at[-1]
 
     def parent(self, asset_id: str) -> str | None:
         parent = self.inp.assets[asset_id].primary_parent_asset_id
@@ -315,11 +366,23 @@ def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
 
 
 def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:
-    if ref.value == "latest":
+    if ref.value in ("latest", "results"):
         ids = scene.latest or scene.known(scene.ws.last_generated_asset_ids)
         if not ids:
             return Match(problem="the text refers to the latest result but there is none yet")
+        if ref.value == "results" and len(ids) == 1 and len(scene.rounds) > 1:
+            # "the first output" after several turns: the chat's results, if one a turn
+            if any(len(turn) > 1 for turn in scene.rounds):
+                return Match(problem="the text counts results but does not say of which turn")
+            ids = tuple(turn[0] for turn in scene.rounds)
+        if ref.count and ref.count != len(ids):
+            return Match(problem=f"the text refers to {ref.count} latest results but the latest "
+                                 f"turn produced {image_count(len(ids))}")
         return Match(ids, tied=len(ids) > 1 and not several)
+    if ref.value == "round":
+        return _resolve_round(scene, ref, several)
+    if ref.value == "before":
+        return _resolve_before(scene, ref, several)
     if ref.scope is not None:
         scope = _scope_ids(scene, ref)
         if scope.problem:
@@ -333,29 +396,88 @@ def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:
         return Match(unique_ids(scene.root(a) for a in anchors))
     picked: list[str] = []
     for anchor in anchors:
-        found = _chain_place(scene.chain(anchor), ref)
+        found = _chain_place(scene, anchor, ref)
         if found is None:
             return Match(problem=f"the text refers to {ref.describe()} but the chain of "
                                  f"{anchor} has no such version")
-        picked.append(found)
-    return Match(unique_ids(picked))
+        picked.extend(found)
+    ids = unique_ids(picked)
+    return Match(ids, tied=len(ids) > 1 and not several)
 
 
-def _chain_place(chain: tuple[str, ...], ref: Reference) -> str | None:
-    """`ref`'s place in a chain listed root first: parents count back from its end (the anchor
-    is -1), versions from the root (1) or the end, generated versions from the root's child."""
+def _resolve_round(scene: Scene, ref: Reference, several: bool) -> Match:
+    """ "上上轮的", "two rounds ago", "第二轮的结果": a turn of the chat counted from the turn being
+    resolved (-1 is the latest) or from the first turn that produced results (1)."""
+    rounds = scene.rounds or ((scene.latest,) if scene.latest else ())
+    index = ref.index or -1
+    at = index - 1 if index > 0 else len(rounds) + index
+    if not 0 <= at < len(rounds):
+        turns = f"{len(rounds)} turn{'' if len(rounds) == 1 else 's'}"
+        return Match(problem=f"the text refers to {ref.describe()} but the chat has {turns} "
+                             f"with results")
+    ids = rounds[at]
+    if ref.count and ref.count != len(ids):
+        return Match(problem=f"the text refers to {ref.count} images of {ref.describe()} but "
+                             f"that turn produced {image_count(len(ids))}")
+    return Match(ids, tied=len(ids) > 1 and not several)
+
+
+def _resolve_before(scene: Scene, ref: Reference, several: bool) -> Match:
+    """ "再往前一版", "go back one more", "the one before them": the version just before the
+    earliest one the text rejects ("最后两版都不对"), else before the anchor."""
+    anchors = scene.anchors
+    if not anchors:
+        return Match(problem=f"the text refers to {ref.describe()} but no image is in focus")
+    rejected = scene.rejected
+    places, at = scene.positions(anchors[0])
+    spine = set(scene.chain(anchors[0]))
+    hit = [k for k, ids in enumerate(places[: at + 1]) if rejected & set(ids)]
+    first = (min(hit) if hit else at) - 1
+    if first < 0:
+        return Match(problem=f"the text refers to {ref.describe()} but the chain has no earlier "
+                             f"version")
+    ids = _version(places, spine, first)
+    return Match(ids, tied=len(ids) > 1 and not several)
+
+
+def _version(places: tuple[tuple[str, ...], ...], spine: set[str], k: int) -> tuple[str, ...]:
+    """The version at place `k`: the result of that turn the anchor descends from, else all its
+    results (several: the words must say which)."""
+    return tuple(i for i in places[k] if i in spine) or places[k]
+
+
+def _chain_place(scene: Scene, anchor: str, ref: Reference) -> tuple[str, ...] | None:
+    """`ref`'s place on the version chain of `anchor` (`Scene.positions`): parents count back
+    from the anchor (-1), versions from the root (1) or back from the anchor (-1), generated
+    turns from the root's next place (1); a count takes that many places; a middle needs an odd
+    number of places."""
+    places, at = scene.positions(anchor)
+    spine = set(scene.chain(anchor))
+    count = ref.count or 1
     if ref.value == "generated":
-        index = ref.index or 1
-    elif ref.value == "parent":
-        index = ref.index or -2
+        generated = places[1:]
+        if ref.index is None:  # "你生成的", "every generated version": all of them in order
+            return tuple(i for ids in generated for i in ids) or None
+        start = ref.index - 1 if ref.index > 0 else len(generated) + ref.index + 1 - count
+        if start < 0 or start + count > len(generated):
+            return None
+        return tuple(i for ids in generated[start : start + count] for i in ids)
+    if ref.value in ("middle", "middle-generated"):  # "the middle version/generated one"
+        offset = 1 if ref.value == "middle-generated" else 0
+        span = places[offset : at + 1]
+        if len(span) < 3 or len(span) % 2 == 0:
+            return None
+        return _version(places, spine, offset + len(span) // 2)
+    if ref.value == "versions":  # "all the versions", "其他版本"
+        return tuple(i for k in range(at + 1) for i in _version(places, spine, k))
+    if ref.value == "parent":
+        first = at + 1 + (ref.index or -2)
     else:
         index = ref.index or 1
-        index = index - 1 if index > 0 else index
-    if ref.value == "parent" and len(chain) < 2:
+        first = index - 1 if index > 0 else at + 1 + index - (count - 1)
+    if first < 0 or first + count > at + 1:
         return None
-    if -len(chain) <= index < len(chain):
-        return chain[index]
-    return None
+    return tuple(i for k in range(first, first + count) for i in _version(places, spine, k))
 
 
 def _groups(scene: Scene) -> tuple[tuple[str, ...], ...]:

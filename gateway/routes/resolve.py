@@ -21,6 +21,7 @@ from gateway.resolution.resolver import (
     CanvasNode,
     Decision,
     ResolutionInput,
+    ResultTurn,
     WorkingState,
     resolve_targets,
 )
@@ -204,6 +205,7 @@ async def _resolution_input(
     }
     latest = await working_state.latest_result(db, caller, chat_id)
     multi = await working_state.latest_result(db, caller, chat_id, min_assets=2)
+    turns = await working_state.result_turns(db, caller, chat_id)
     return ResolutionInput(
         text=body.text,
         uploaded_asset_ids=tuple(uploads),
@@ -224,6 +226,11 @@ async def _resolution_input(
         ),
         latest_result_ids=_in_registration_order(latest.asset_ids if latest else [], pool),
         last_multi_result_ids=_in_registration_order(multi.asset_ids if multi else [], pool),
+        # the version chain by turns: each turn's results in registration order
+        result_turns=tuple(
+            ResultTurn(number, _in_registration_order(turn.asset_ids, pool))
+            for number, turn in enumerate(turns, 1)
+        ),
     )
 
 

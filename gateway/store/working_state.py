@@ -160,6 +160,21 @@ async def record_result_in(
     return result, state
 
 
+RESULT_TURNS = 100  # how many of a chat's most recent result turns the resolver reads
+
+
+async def result_turns(
+    db: Database | Transaction, user_id: str, chat_id: str, *, limit: int = RESULT_TURNS
+) -> list[TurnResult]:
+    """The chat's most recent `limit` turn results, oldest first."""
+    rows = await db.read(
+        "SELECT * FROM chat_turn_results WHERE user_id = ? AND chat_id = ?"
+        " ORDER BY created_at_ms DESC, rowid DESC LIMIT ?",
+        (user_id, chat_id, limit),
+    )
+    return [_result(row) for row in reversed(rows)]
+
+
 async def latest_result(
     db: Database | Transaction, user_id: str, chat_id: str, *, min_assets: int = 1
 ) -> TurnResult | None:

@@ -9,6 +9,7 @@ from gateway.resolution.resolver import (
     CanvasNode,
     Decision,
     ResolutionInput,
+    ResultTurn,
     WorkingState,
     resolve_targets,
 )
@@ -21,9 +22,13 @@ def _assets(scene: Scene) -> dict[str, AssetInfo]:
     """Every asset of the scene, in registration order; chain versions edited from each other."""
     assets: dict[str, AssetInfo] = {}
     root = scene.chain[0] if scene.chain else None
+    parents = dict(scene.parents)
     previous: str | None = None
     for t, asset_id in enumerate(scene.asset_ids()):
-        if asset_id in scene.chain:
+        if asset_id in parents:
+            assets[asset_id] = AssetInfo(asset_id, root or asset_id, parents[asset_id],
+                                         "generated", "image", 1000 + t)
+        elif asset_id in scene.chain:
             parent = previous if asset_id != root else None
             previous = asset_id
             assets[asset_id] = AssetInfo(asset_id, root or asset_id, parent,
@@ -66,7 +71,8 @@ def resolution_input(scene: Scene, text: str) -> ResolutionInput:
         assets=_assets(scene),
         working_state=state,
         latest_result_ids=results,
-        last_multi_result_ids=results if len(results) > 1 else (),
+        last_multi_result_ids=next((t for t in reversed(scene.result_turns()) if len(t) > 1), ()),
+        result_turns=tuple(ResultTurn(k, ids) for k, ids in enumerate(scene.result_turns(), 1)),
     )
 
 

@@ -40,10 +40,24 @@ class Scene:
     selected_asset_ids: tuple[str, ...] = ()
     uploads: tuple[str, ...] = ()
     extra_assets: tuple[str, ...] = field(default=())
+    # the conversation's turns that produced results, oldest first, each turn's results in order
+    # (``story``); empty: one turn per version after the root of ``chain``, then ``results``
+    turns: tuple[tuple[str, ...], ...] = ()
+    # a generated asset's parent where it is not the previous turn's only result
+    parents: tuple[tuple[str, str], ...] = ()
+
+    def result_turns(self) -> tuple[tuple[str, ...], ...]:
+        if self.turns:
+            return self.turns
+        turns = tuple((v,) for v in self.chain[1:])
+        if self.results and (not turns or turns[-1] != self.results):
+            turns = (*turns, self.results)
+        return turns
 
     def asset_ids(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
-        for asset_id in (*self.chain, *self.results, *(n.asset_id for n in self.nodes),
+        turns = (a for t in self.turns for a in t)
+        for asset_id in (*self.chain, *turns, *self.results, *(n.asset_id for n in self.nodes),
                          *self.uploads, *self.extra_assets):
             seen.setdefault(asset_id, None)
         return tuple(seen)
@@ -126,3 +140,30 @@ def chain_on_canvas(length: int) -> Scene:
     base = chain(length)
     latest = base.chain[-1]
     return replace(base, name=f"chain{length}+canvas", nodes=(Node("nv", latest, 0, 0),))
+
+
+def story(*turns: str, name: str | None = None) -> Scene:
+    """A conversation's version chain by turns: the upload ``o``, then one turn per argument.
+
+    A turn is its results, space-separated, in order ("t2a t2b t2c"); ``id<parent`` names the
+    result it was made from, otherwise it was made from the previous turn's only result (after a
+    turn with several results the parent must be named). The last turn is the latest result.
+    """
+    parsed: list[tuple[str, ...]] = []
+    parents: list[tuple[str, str]] = []
+    previous: tuple[str, ...] = ("o",)
+    for turn in turns:
+        ids = []
+        for item in turn.split():
+            asset_id, _, parent = item.partition("<")
+            if not parent:
+                if len(previous) != 1:
+                    raise ValueError(f"{asset_id}: name the parent after a turn of several")
+                parent = previous[0]
+            ids.append(asset_id)
+            parents.append((asset_id, parent))
+        parsed.append(tuple(ids))
+        previous = tuple(ids)
+    label = name or "story(" + "|".join(turns) + ")"
+    return Scene(label, chain=("o",), results=parsed[-1] if parsed else (),
+                 turns=tuple(parsed), parents=tuple(parents))
