@@ -72,7 +72,8 @@ def main() -> int:
     parser.add_argument("--mb", type=float, default=59.0)
     args = parser.parse_args()
     size = int(args.mb * MB)
-    limits = {"MEMORY_GATEWAY_LIMITS_MAX_BODY_BYTES": str(2 * size)}
+    limits = {"MEMORY_GATEWAY_LIMITS_MAX_BODY_BYTES": str(2 * size),
+              "MEMORY_GATEWAY_LIMITS_MAX_PARSING_BYTES": str(2 * size)}
     for label, path, body in (("add", "/api/v2/memory/add", add_body(size)),
                               ("pass-through", "/api/v2/memory/get", get_body(size))):
         before, after, status = measure(path, body, limits)

@@ -151,7 +151,7 @@ class LimitsSettings:
         1 * MIB, "upstream responses up to this size are buffered; larger ones stream"
     )
     max_parsing_bytes: int = _setting(
-        128 * MIB, "JSON request bodies being parsed at once per process, in bytes; beyond it "
+        64 * MIB, "JSON request bodies being parsed at once per process, in bytes; beyond it "
         "503 with Retry-After (at least max_body_bytes)"
     )
     max_upstream_answer_bytes: int = _setting(

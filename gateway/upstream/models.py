@@ -83,14 +83,15 @@ class RouteModel:
         """Validate the request as the engine would, then every id it names (422 on refusal)."""
         named = Named()
         values: dict[str, Any] = {}  # each part's validated model (path: a dict)
+        given: dict[str, Any] = {}  # each part as given, before validation
         if self.body is not None:
             if body is None and not self.body_required:
                 body = {}
-            values[BODY] = _validated(self.body, body, BODY)
+            values[BODY], given[BODY] = _validated(self.body, body, BODY), body
         if self.query is not None:
             # A repeated parameter is a list, which no scalar field accepts: a 422.
             flat = {key: vals[-1] if len(vals) == 1 else vals for key, vals in query.items()}
-            values[QUERY] = _validated(self.query, flat, QUERY)
+            values[QUERY], given[QUERY] = _validated(self.query, flat, QUERY), flat
         scope = values.get(BODY, values.get(QUERY))
         app_key, project_key = self.scope_keys
         named.app_id = _scope(_field(scope, app_key))
@@ -106,7 +107,7 @@ class RouteModel:
             elif one.kind == FILTERS:
                 if self.filters is None:
                     continue
-                tree = value.model_dump() if isinstance(value, BaseModel) else value
+                tree = _filter_tree(value, given.get(one.where), one.key)
                 for kind, where, found, pins in self.filters(tree, label):
                     named.ids.append((kind, where, found))
                     if pins and one.scopes:
@@ -151,6 +152,16 @@ def _field(part: Any, key: str) -> Any:
     if isinstance(part, Mapping):
         return part.get(key)
     return None
+
+
+def _filter_tree(value: Any, given: Any, key: str) -> Any:
+    """The filter tree to walk: as given, when the model validated it into a model of the same
+    shape (a `FilterNode`: the same keys and values, only its unset `AND` / `OR` would be
+    added, and walking skips those), else the validated value; a dump would copy the tree."""
+    if not isinstance(value, BaseModel):
+        return value
+    raw = given.get(key) if isinstance(given, Mapping) else None
+    return raw if isinstance(raw, Mapping) else value.model_dump()
 
 
 def _validated(model: type[BaseModel], data: Any, where: str) -> BaseModel:
