@@ -4,13 +4,14 @@ many connections are open, in all and per client address.
 uvicorn has neither a header-read timeout nor a connection cap (`limit_concurrency` answers 503
 but keeps the connection), so a client that opens connections and never finishes a request head
 would hold them for ever. `guarded_protocol` returns a subclass of uvicorn's httptools protocol
-that closes a connection whose head is not complete `server.header_timeout_s` after the
-connection opened or the head began, and closes at once a connection past
-`server.max_connections` or `server.max_connections_per_client`. Counts are per process: with
-`server.workers = N` each worker holds its own (docs/scale-out.md).
+that closes a connection on which no request head has completed for `server.header_timeout_s`
+(since it opened, or since its last request) while no request is running, and closes at once a
+connection past `server.max_connections` or `server.max_connections_per_client`. An idle
+keep-alive connection is closed by uvicorn's own keep-alive timeout (5 s) first. Counts are
+per process: with `server.workers = N` each worker holds its own (docs/scale-out.md).
 
-On the hot path it costs two attribute writes and one test per request: a timer is started only
-when a read ends inside a head (or when a connection opens), not for every request.
+Nothing is added to the per-request path: each connection is looked at by a timer four times per
+timeout instead (bench/connection_guard.py measures the difference).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("gateway.connections")
 REFUSAL_LOG_INTERVAL_S = 1.0
+# How often a connection is looked at within one header timeout: a head that is not complete
+# is cut off between 1 and 1 + 1/CHECKS_PER_TIMEOUT timeouts after the last one completed.
+CHECKS_PER_TIMEOUT = 4
 
 
 class ConnectionCounts:
@@ -74,11 +78,13 @@ def _client_host(transport: asyncio.BaseTransport) -> str:
 
 def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with a header-read deadline and the connection caps."""
+    check_every = header_timeout_s / CHECKS_PER_TIMEOUT
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _counted_as: str | None = None  # the client address this connection is counted under
-        _head_timer: asyncio.TimerHandle | None = None
-        _in_head = False  # a request head has begun and is not complete yet
+        _check: asyncio.TimerHandle | None = None
+        _seen_cycle: Any = None  # the request cycle seen at the last check
+        _progress_at = 0.0  # loop time of the last head seen complete (or of the connection)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             client = _client_host(transport)
@@ -89,45 +95,39 @@ def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[
                 return
             self._counted_as = client
             super().connection_made(transport)
-            self._start_head_timer()
+            self._progress_at = self.loop.time()
+            self._check = self.loop.call_later(check_every, self._check_head)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._counted_as is None:
                 return  # refused in connection_made: nothing was set up
             counts.leave(self._counted_as)
             self._counted_as = None
-            self._cancel_head_timer()
+            if self._check is not None:
+                self._check.cancel()
+                self._check = None
             super().connection_lost(exc)
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self._in_head and self._head_timer is None:
-                self._start_head_timer()
+        def _check_head(self) -> None:
+            """Every quarter of the timeout: has a head completed, or is a request running?
 
-        def on_message_begin(self) -> None:
-            self._in_head = True
-            super().on_message_begin()
-
-        def on_headers_complete(self) -> None:
-            self._in_head = False
-            if self._head_timer is not None:
-                self._cancel_head_timer()
-            super().on_headers_complete()
-
-        def _start_head_timer(self) -> None:
-            self._head_timer = self.loop.call_later(header_timeout_s, self._head_timed_out)
-
-        def _cancel_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self.transport is not None and not self.transport.is_closing():
-                log.info("closing a connection from %s: no complete request head within "
-                         "server.header_timeout_s (%gs)", self._counted_as, header_timeout_s)
-                self.transport.close()
+            uvicorn makes a new cycle for each complete head, so comparing cycles tells it
+            without a hook on the per-request path."""
+            now = self.loop.time()
+            cycle = self.cycle
+            if cycle is not self._seen_cycle or (cycle is not None
+                                                  and not cycle.response_complete):
+                self._seen_cycle = cycle
+                self._progress_at = now
+            elif now - self._progress_at >= header_timeout_s:
+                self._check = None
+                if not self.transport.is_closing():
+                    log.info("closing a connection from %s: no complete request head within "
+                             "server.header_timeout_s (%gs)", self._counted_as,
+                             header_timeout_s)
+                    self.transport.close()
+                return
+            self._check = self.loop.call_later(check_every, self._check_head)
 
     return GuardedHttpToolsProtocol
 
