@@ -1,11 +1,11 @@
 """Cost of the connection guard (gateway/connections.py) per request, in one process.
 
 Drives uvicorn's httptools protocol and the guarded one alike with keep-alive requests over an
-in-memory transport, each answered by a minimal ASGI app on uvloop, rounds alternated (and which runs first); prints each pair's
-requests per CPU second, the median ratio guarded ÷ plain, and the ratio of the best rounds
-(the least disturbed by other processes). The network and the gateway are left out on
-purpose: on a shared machine their noise is far larger than what the guard adds, and this is
-the only code the guard changes.
+in-memory transport, each answered by a minimal ASGI app on uvloop; rounds alternate, and so
+does which of the two runs first. Prints each pair's requests per CPU second, the median ratio
+guarded ÷ plain, and the ratio of the best rounds (the least disturbed by other processes).
+The network and the gateway are left out on purpose: on a shared machine their noise is far
+larger than what the guard adds, and this is the only code the guard changes.
 
     .venv/bin/python bench/connection_guard.py [--rounds 7] [--requests 20000]
 """
