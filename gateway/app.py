@@ -75,7 +75,8 @@ class Gateway:
             if settings.jobs.base_url
             else DevJobRunner(db, files, settings.jobs.dev_delay_s)
         )
-        upstream = create_upstream(settings.upstream, upstream_transport)
+        upstream = create_upstream(settings.upstream, upstream_transport,
+                                   settings.limits.max_upstream_answer_bytes)
         rules = OwnershipRules(session_keys=flavor_for(settings).session_keys)
         rules.owns_agent = agents.owns_agent(db)
         rules.session_owner = partial(attachment_store.session_owner, db)

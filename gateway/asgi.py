@@ -2,13 +2,55 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.errors import GatewayError, PayloadTooLarge, error_bytes
+from gateway.errors import GatewayError, ParsingBudgetExhausted, PayloadTooLarge, error_bytes
 
 JSON_TYPE = b"application/json"
+PARSING_KEY = "gateway.parsing"  # scope key: the request's share of the parsing budget
+
+
+class ParsingBudget:
+    """Bytes of request bodies being read and parsed at once in this process
+    (`limits.max_parsing_bytes`): a parsed JSON body is several times its size as Python
+    objects, so many large ones at once would exhaust memory. Past the budget a request is
+    refused (503 + Retry-After) before its body is read, instead of the process being killed.
+    One event loop per process: no lock is needed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_use = 0
+
+    @contextmanager
+    def held(self, scope: Scope) -> Iterator[Share]:
+        """A share for this request's body, charged by `read_body`, given back on exit."""
+        share = Share(self)
+        scope[PARSING_KEY] = share
+        try:
+            yield share
+        finally:
+            scope.pop(PARSING_KEY, None)
+            self.in_use -= share.size
+            share.size = 0
+
+
+class Share:
+    def __init__(self, budget: ParsingBudget) -> None:
+        self.budget = budget
+        self.size = 0
+
+    def grow_to(self, size: int) -> None:
+        more = size - self.size
+        if more <= 0:
+            return
+        budget = self.budget
+        if budget.in_use + more > budget.limit:
+            raise ParsingBudgetExhausted()
+        budget.in_use += more
+        self.size = size
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
@@ -35,8 +77,14 @@ def check_declared_length(scope: Scope, limit: int) -> None:
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body; PayloadTooLarge as soon as it passes `limit` (or declares to)."""
+    """The whole request body; PayloadTooLarge as soon as it passes `limit` (or declares to).
+
+    Inside `ParsingBudget.held`, the body's bytes are charged to the budget: its declared length
+    before anything is read, then what arrives beyond it."""
     check_declared_length(scope, limit)
+    share: Share | None = scope.get(PARSING_KEY)
+    if share is not None:
+        share.grow_to(declared_length(scope) or 0)
     chunks: list[bytes] = []
     size = 0
     more = True
@@ -48,6 +96,8 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
+        if share is not None:
+            share.grow_to(size)
         if chunk:
             chunks.append(chunk)
         more = message.get("more_body", False)
@@ -79,4 +129,7 @@ async def send_bytes(
 
 
 async def send_error(send: Send, exc: GatewayError, request_id: str) -> None:
-    await send_bytes(send, exc.status, error_bytes(exc, request_id), [(b"content-type", JSON_TYPE)])
+    headers = [(b"content-type", JSON_TYPE)]
+    if exc.retry_after_s is not None:
+        headers.append((b"retry-after", str(exc.retry_after_s).encode()))
+    await send_bytes(send, exc.status, error_bytes(exc, request_id), headers)

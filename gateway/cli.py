@@ -21,6 +21,7 @@ from gateway import __version__, logs
 from gateway.config import (
     ENV_PREFIX,
     ConfigError,
+    ServerSettings,
     Settings,
     check_dev_engine_flavor,
     load_settings,
@@ -49,9 +50,18 @@ def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
         return runner.run(main)
 
 
-def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
+def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
+                    guard: ServerSettings | None = None) -> Any:
+    """A uvicorn server for `app`; with `guard`, client connections are held to its header
+    timeout and connection caps (gateway/connections.py)."""
     import uvicorn
 
+    from gateway.connections import uvicorn_options
+
+    options: dict[str, Any] = {"http": "httptools"}
+    if guard is not None:
+        options = uvicorn_options(guard.header_timeout_s, guard.max_connections,
+                                  guard.max_connections_per_client)
     config = uvicorn.Config(
         app,
         host=host,
@@ -59,7 +69,7 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
         log_level=log_level,
         access_log=False,  # the gateway writes its own access line (gateway.access)
         log_config=None,  # uvicorn's loggers propagate to the root handler set up by main()
-        http="httptools",
+        **options,
         lifespan="on",
         proxy_headers=False,  # the gateway is the edge: X-Forwarded-* from clients are not trusted
         server_header=False,
@@ -125,7 +135,8 @@ def serve(settings: Settings) -> int:
         engine = create_dev_engine(settings.dev_engine.database)
         listeners.append((engine, "127.0.0.1", port, "the dev engine, dev_engine.port"))
         settings = replace(settings, upstream=replace(settings.upstream, base_url=dev_url))
-    listeners.append((create_app(settings), settings.server.host, settings.server.port,
+    gateway_app = create_app(settings)
+    listeners.append((gateway_app, settings.server.host, settings.server.port,
                       "the gateway, server.port or --port"))
     sockets: list[socket.socket] = []
     try:
@@ -141,7 +152,10 @@ def serve(settings: Settings) -> int:
                     "(a development default, not a memory product)", settings.upstream.base_url)
     gateway_port = sockets[-1].getsockname()[1]
     servers = [
-        (_uvicorn_server(app, host, port, settings.server.log_level), sock)
+        # The gateway's clients are held to the connection limits; the dev engine's only
+        # client is the gateway.
+        (_uvicorn_server(app, host, port, settings.server.log_level,
+                         settings.server if app is gateway_app else None), sock)
         for (app, host, port, _), sock in zip(listeners, sockets, strict=True)
     ]
     log.info(

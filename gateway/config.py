@@ -57,6 +57,17 @@ class ServerSettings:
     file_url_ttl_s: int = _setting(
         86400, "seconds a signed file URL handed to the engine stays valid"
     )
+    header_timeout_s: float = _setting(
+        10.0, "seconds a connection has to send a whole request head, else it is closed"
+    )
+    max_connections: int = _setting(
+        2048, "most open client connections per gateway process; beyond it new ones are "
+        "closed at once (0 = no cap)"
+    )
+    max_connections_per_client: int = _setting(
+        256, "most open connections from one client address per gateway process (0 = no cap; "
+        "behind a reverse proxy every client has its address)"
+    )
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,14 @@ class LimitsSettings:
     max_inline_file_bytes: int = _setting(25 * MIB, "largest decoded base64 item in an add")
     proxy_buffer_bytes: int = _setting(
         1 * MIB, "upstream responses up to this size are buffered; larger ones stream"
+    )
+    max_parsing_bytes: int = _setting(
+        64 * MIB, "JSON request bodies being parsed at once per process, in bytes; beyond it "
+        "503 with Retry-After (at least max_body_bytes)"
+    )
+    max_upstream_answer_bytes: int = _setting(
+        32 * MIB, "largest engine answer the gateway reads whole (search rewriting, filtered "
+        "reads, checks); beyond it 502 upstream_answer_too_large"
     )
 
 
@@ -452,6 +471,12 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("upstream.max_connections: must be at least 1")
     if settings.server.workers < 1:
         raise ConfigError("server.workers: must be at least 1")
+    if settings.server.header_timeout_s <= 0:
+        raise ConfigError("server.header_timeout_s: must be more than 0")
+    limits = settings.limits
+    if limits.max_parsing_bytes < limits.max_body_bytes:
+        raise ConfigError("limits.max_parsing_bytes: must be at least limits.max_body_bytes "
+                          f"({limits.max_body_bytes})")
     for entry in settings.upstream.allow_paths:
         try:
             parse_allowed(entry)

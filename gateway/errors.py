@@ -4,6 +4,7 @@
     ├── BadRequest (400 bad_request)
     ├── Unauthorized (401 unauthorized)
     ├── Forbidden (403 forbidden)
+    │   ├── InsufficientScope (403 insufficient_scope)
     │   └── SessionOwnedByAnotherUser (403 session_owned_by_another_user)
     ├── NotFound (404 not_found)
     │   └── RouteNotFound (404 route_not_found)
@@ -19,17 +20,20 @@
     │   └── UserIdRequired (422 user_id_required)
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
+    ├── UpstreamAnswerTooLarge (502 upstream_answer_too_large)
     ├── JobServiceUnavailable (502 job_service_unavailable)
     │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
     ├── NotReady (503 not_ready)
     ├── IdentityProviderUnavailable (503 identity_provider_unavailable)
+    ├── ParsingBudgetExhausted (503 parsing_budget_exhausted, with Retry-After)
     ├── StorageUnavailable (503 storage_unavailable)
     ├── UpstreamTimeout (504 upstream_timeout)
     └── JobServiceTimeout (504 job_service_timeout)
 
 Every error renders as
-`{"error": {"code", "message", "status", "request_id"}}` (plus `field` when one input is at fault).
+`{"error": {"code", "message", "status", "request_id"}}` (plus `field` when one input is at fault);
+a class with `retry_after_s` also sends `Retry-After`.
 Upstream error *responses* are not errors of ours: they pass through unchanged.
 """
 
@@ -43,6 +47,7 @@ class GatewayError(Exception):
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal_error"
     default_message: ClassVar[str] = "internal error"
+    retry_after_s: ClassVar[int | None] = None  # sent as Retry-After when set
 
     def __init__(
         self, message: str | None = None, *, field: str | None = None, code: str | None = None
@@ -137,6 +142,11 @@ class UpstreamBadResponse(GatewayError):
     status, code, default_message = 502, "upstream_bad_response", "upstream answered badly"
 
 
+class UpstreamAnswerTooLarge(GatewayError):
+    status, code = 502, "upstream_answer_too_large"
+    default_message = "the engine's answer is larger than limits.max_upstream_answer_bytes"
+
+
 class JobServiceUnavailable(GatewayError):
     status, code, default_message = 502, "job_service_unavailable", "job service unavailable"
 
@@ -160,6 +170,11 @@ class IdentityProviderUnavailable(GatewayError):
     default_message = "the identity provider cannot be reached to verify this token"
 
 
+class ParsingBudgetExhausted(GatewayError):
+    status, code, retry_after_s = 503, "parsing_budget_exhausted", 1
+    default_message = "too many request bodies are being read at once; retry shortly"
+
+
 class StorageUnavailable(GatewayError):
     status, code, default_message = 503, "storage_unavailable", "the file store is unavailable"
 
@@ -177,6 +192,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     BadRequest,
     Unauthorized,
     Forbidden,
+    InsufficientScope,
     SessionOwnedByAnotherUser,
     NotFound,
     RouteNotFound,
@@ -192,10 +208,13 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     UserIdRequired,
     UpstreamUnavailable,
     UpstreamBadResponse,
+    UpstreamAnswerTooLarge,
     JobServiceUnavailable,
     JobServiceBadResponse,
     UpstreamPoolExhausted,
     NotReady,
+    IdentityProviderUnavailable,
+    ParsingBudgetExhausted,
     StorageUnavailable,
     UpstreamTimeout,
     JobServiceTimeout,

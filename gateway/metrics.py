@@ -15,6 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway.errors import (
     GatewayError,
+    UpstreamAnswerTooLarge,
     UpstreamBadResponse,
     UpstreamPoolExhausted,
     UpstreamTimeout,
@@ -34,6 +35,7 @@ UPSTREAM_ERROR_KINDS: dict[type[GatewayError], str] = {
     UpstreamTimeout: "timeout",
     UpstreamPoolExhausted: "pool_exhausted",
     UpstreamBadResponse: "bad_response",
+    UpstreamAnswerTooLarge: "answer_too_large",
 }
 
 

@@ -82,7 +82,8 @@ def serve(settings: Settings, uvicorn_server: Callable[..., Any],
 
         logs.configure(settings.server.log_level, settings.server.log_format)
         server = uvicorn_server(create_app(settings), settings.server.host,
-                                settings.server.port, settings.server.log_level)
+                                settings.server.port, settings.server.log_level,
+                                settings.server)  # each worker counts its own connections
         run_async(server.serve(sockets=[sock]))
 
     for number in range(settings.server.workers):

@@ -283,6 +283,28 @@ async def test_malformed_multipart_is_422_and_leaves_nothing(
     assert not routes["add"].called
 
 
+@pytest.mark.parametrize("oversized", [
+    b"X-Padding: " + b"v" * 70_000,  # one part header line far past the parser's bound
+    b"X-" + b"n" * 70_000 + b": v",  # a header name as long
+])
+async def test_oversized_part_header_is_422_and_leaves_nothing(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings, oversized: bytes
+) -> None:
+    routes = engine_ok(engine)
+    body = (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.png\"\r\n"
+            + oversized + b"\r\n\r\nabc\r\n--B--\r\n")
+    response = await alice.post("/resources", content=body,
+                                headers={"Content-Type": "multipart/form-data; boundary=B"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "validation_error" and error["field"] == "body"
+    assert "header" in error["message"].lower()
+    assert stored_files(settings) == []
+    assert not routes["add"].called
+    listed = await alice.get("/resources")
+    assert listed.status_code == 200 and listed.json()["items"] == []
+
+
 async def test_a_large_upload_streams_in_parts_and_reads_back_whole(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:

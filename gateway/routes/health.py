@@ -1,7 +1,10 @@
-"""Liveness and readiness; no key needed."""
+"""Liveness and readiness; no key needed, so they name no address and no error (SPEC §13).
+
+Why a check failed goes to the log (and `memory-gateway doctor` says it in full)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from pydantic import BaseModel
@@ -13,7 +16,9 @@ from gateway.errors import GatewayError
 from gateway.routes.common import api, json_response
 from gateway.services import services
 
+log = logging.getLogger("gateway.health")
 READY_PROBE_PATH = "/health"
+UNREACHABLE = "unreachable"
 
 
 class Liveness(BaseModel):
@@ -22,7 +27,7 @@ class Liveness(BaseModel):
 
 class Readiness(BaseModel):
     status: Literal["ready", "not_ready"]
-    checks: dict[str, str]  # database, upstream: "ok" or "error: ..."
+    checks: dict[str, Literal["ok", "unreachable"]]  # database, upstream
 
 
 @api(summary="Liveness: the process answers", response=Liveness, tag="operations")
@@ -39,12 +44,17 @@ async def readyz(request: Request) -> Response:
         await svc.db.ping()
         checks["database"] = "ok"
     except Exception as exc:  # any database failure means "not ready"
-        checks["database"] = f"error: {exc}"
+        log.warning("readiness: the database is unreachable: %s", exc)
+        checks["database"] = UNREACHABLE
     try:
         status, _, _ = await svc.upstream.call("GET", READY_PROBE_PATH, [], None)
-        checks["upstream"] = "ok" if status < 500 else f"error: status {status}"
     except GatewayError as exc:
-        checks["upstream"] = f"error: {exc.message}"
+        log.warning("readiness: the upstream is unreachable: %s", exc.message)
+        checks["upstream"] = UNREACHABLE
+    else:
+        if status >= 500:
+            log.warning("readiness: the upstream's %s answered %d", READY_PROBE_PATH, status)
+        checks["upstream"] = "ok" if status < 500 else UNREACHABLE
     ready = all(value == "ok" for value in checks.values())
     return json_response(
         {"status": "ready" if ready else "not_ready", "checks": checks}, 200 if ready else 503

@@ -273,7 +273,8 @@ def _native(route: NativeRoute) -> Any:
     entry = route.entry
 
     async def endpoint(request: Request) -> Response:
-        return await handle(request, route.dialect, True, path, entry)
+        with services(request).proxy.parsing.held(request.scope):
+            return await handle(request, route.dialect, True, path, entry)
 
     endpoint.__name__ = f"engine_{route.kind}"
     verb = "Add memories" if route.kind == ADD else "Search memories"
@@ -289,13 +290,16 @@ def memory_routes(flavor: Flavor) -> list[Route]:
     @api(summary="Add memories; records the attachments of the session", request=AddRequest,
          errors=(403, 502, 503, 504), tag="memories")
     async def add(request: Request) -> Response:
-        return await _add(request, dialect, False, None)
+        # The body is parsed and held until the answer (the parsing budget, SPEC §13).
+        with services(request).proxy.parsing.held(request.scope):
+            return await _add(request, dialect, False, None)
 
     @api(summary="Search memories; results carry the real URIs of matching attachments",
          request=SearchRequest, response=SearchResponse, errors=(403, 502, 503, 504),
          tag="memories")
     async def search(request: Request) -> Response:
-        return await _search(request, dialect, False, None)
+        with services(request).proxy.parsing.held(request.scope):
+            return await _search(request, dialect, False, None)
 
     return [
         Route(ADD_PATH, add, methods=["POST"]),

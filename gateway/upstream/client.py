@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import ssl
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
@@ -31,6 +32,7 @@ import httpx
 from gateway.config import UpstreamSettings
 from gateway.errors import (
     GatewayError,
+    UpstreamAnswerTooLarge,
     UpstreamPoolExhausted,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -46,7 +48,9 @@ from gateway.upstream.origin import UpstreamOrigin
 
 Headers = Sequence[tuple[str, str]]
 Body = bytes | AsyncIterable[bytes] | None
+log = logging.getLogger("gateway.upstream")
 CHUNK_SIZE = 64 * 1024
+DEFAULT_MAX_ANSWER_BYTES = 32 * 1024 * 1024  # limits.max_upstream_answer_bytes' default
 RETRYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The status of the latest upstream answer in this request's context (the access log reads it:
 # handlers await the upstream in the request's own task, so the value is the request's).
@@ -87,6 +91,25 @@ class UpstreamResponse(ABC):
     async def read(self) -> bytes:
         """The whole body exactly as received (never decompressed)."""
 
+    async def read_within(self, limit: int) -> bytes:
+        """The whole body, or UpstreamAnswerTooLarge as soon as it passes `limit` bytes (the
+        rest is left unread: releasing the response then closes its connection)."""
+        length = self.content_length
+        if length is not None and length <= limit:
+            return await self.read()
+        if length is not None:
+            raise UpstreamAnswerTooLarge(f"the engine's answer of {length} bytes is larger "
+                                         f"than limits.max_upstream_answer_bytes ({limit})")
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if size > limit:
+                raise UpstreamAnswerTooLarge(f"the engine's answer is larger than "
+                                             f"limits.max_upstream_answer_bytes ({limit})")
+            parts.append(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     @abstractmethod
     def chunks(self) -> AsyncIterator[bytes]:
         """The body in chunks as received."""
@@ -97,8 +120,12 @@ class UpstreamResponse(ABC):
 
 
 class UpstreamClient(ABC):
-    def __init__(self, settings: UpstreamSettings) -> None:
+    def __init__(self, settings: UpstreamSettings,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.settings = settings
+        # What `call()` reads whole at most (limits.max_upstream_answer_bytes); `send()`
+        # answers stream and are not bounded here.
+        self.max_answer_bytes = max_answer_bytes
         self._slots = asyncio.Semaphore(settings.max_connections)
         # Parsed once; None while no engine is configured (`serve` fills in the dev engine).
         self.origin = UpstreamOrigin.parse(settings.base_url) if settings.base_url else None
@@ -134,10 +161,14 @@ class UpstreamClient(ABC):
     async def call(
         self, method: str, path: str, headers: Headers, body: bytes | None
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """A buffered request for `path` (origin-form): (status, raw headers, raw body)."""
+        """A buffered request for `path` (origin-form): (status, raw headers, raw body).
+
+        The answer is read whole, so it is bounded: 502 `upstream_answer_too_large` beyond
+        `max_answer_bytes`."""
         response = await self.send(method, path, headers, body)
         try:
-            return response.status, response.headers, await response.read()
+            return (response.status, response.headers,
+                    await response.read_within(self.max_answer_bytes))
         finally:
             await response.release()
 
@@ -219,8 +250,9 @@ class _Http1Response(UpstreamResponse):
 
 
 class Http1Upstream(UpstreamClient):
-    def __init__(self, settings: UpstreamSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: UpstreamSettings,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
+        super().__init__(settings, max_answer_bytes)
         self._pool = (
             None if self.origin is None else Http1Pool(
                 self.origin,
@@ -244,13 +276,15 @@ class Http1Upstream(UpstreamClient):
 # --- httpx (tests inject a transport here) -------------------------------------------------
 
 
-def _httpx_error(exc: httpx.HTTPError) -> GatewayError:
+def _httpx_error(exc: httpx.HTTPError, origin: str | None = None) -> GatewayError:
     if isinstance(exc, httpx.PoolTimeout):
         return UpstreamPoolExhausted()
     if isinstance(exc, httpx.TimeoutException):
         return UpstreamTimeout(f"upstream timed out: {type(exc).__name__}")
     if isinstance(exc, httpx.ConnectError):
-        return UpstreamUnavailable(f"cannot connect to upstream: {exc}")
+        # The reason names the engine's address: for the log only (SPEC §13).
+        log.warning("cannot connect to upstream %s: %s", origin, exc)
+        return UpstreamUnavailable("cannot connect to upstream")
     return UpstreamUnavailable(f"upstream connection failed: {type(exc).__name__}")
 
 
@@ -334,9 +368,10 @@ def _h11_connection(response: httpx.Response) -> h11.Connection | None:
 
 class HttpxUpstream(UpstreamClient):
     def __init__(
-        self, settings: UpstreamSettings, transport: httpx.AsyncBaseTransport | None = None
+        self, settings: UpstreamSettings, transport: httpx.AsyncBaseTransport | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
-        super().__init__(settings)
+        super().__init__(settings, max_answer_bytes)
         self._client = httpx.AsyncClient(
             transport=transport,
             verify=tls_context(),
@@ -372,7 +407,7 @@ class HttpxUpstream(UpstreamClient):
         except TimeoutError:
             raise UpstreamTimeout("upstream did not answer in time") from None
         except httpx.HTTPError as exc:
-            raise _httpx_error(exc) from exc
+            raise _httpx_error(exc, self._host) from exc
         refusal = _refusal(response)
         if refusal is not None:
             await response.aclose()
@@ -384,8 +419,9 @@ class HttpxUpstream(UpstreamClient):
 
 
 def create_upstream(
-    settings: UpstreamSettings, transport: httpx.AsyncBaseTransport | None = None
+    settings: UpstreamSettings, transport: httpx.AsyncBaseTransport | None = None,
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> UpstreamClient:
     if transport is not None or settings.client == "httpx":
-        return HttpxUpstream(settings, transport)
-    return Http1Upstream(settings)
+        return HttpxUpstream(settings, transport, max_answer_bytes)
+    return Http1Upstream(settings, max_answer_bytes)

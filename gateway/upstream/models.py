@@ -82,22 +82,23 @@ class RouteModel:
              ) -> Named:
         """Validate the request as the engine would, then every id it names (422 on refusal)."""
         named = Named()
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {}  # each part's validated model (path: a dict)
+        given: dict[str, Any] = {}  # each part as given, before validation
         if self.body is not None:
             if body is None and not self.body_required:
                 body = {}
-            values[BODY] = _validated(self.body, body, BODY)
+            values[BODY], given[BODY] = _validated(self.body, body, BODY), body
         if self.query is not None:
             # A repeated parameter is a list, which no scalar field accepts: a 422.
             flat = {key: vals[-1] if len(vals) == 1 else vals for key, vals in query.items()}
-            values[QUERY] = _validated(self.query, flat, QUERY)
-        scope = values.get(BODY, values.get(QUERY, {}))
+            values[QUERY], given[QUERY] = _validated(self.query, flat, QUERY), flat
+        scope = values.get(BODY, values.get(QUERY))
         app_key, project_key = self.scope_keys
-        named.app_id = _scope(scope.get(app_key))
-        named.project_id = _scope(scope.get(project_key))
+        named.app_id = _scope(_field(scope, app_key))
+        named.project_id = _scope(_field(scope, project_key))
         values[PATH] = dict(params)
         for one in self.ids:
-            value = values.get(one.where, {}).get(one.key)
+            value = _field(values.get(one.where), one.key)
             if value is None:
                 continue
             label = one.label
@@ -106,7 +107,8 @@ class RouteModel:
             elif one.kind == FILTERS:
                 if self.filters is None:
                     continue
-                for kind, where, found, pins in self.filters(value, label):
+                tree = _filter_tree(value, given.get(one.where), one.key)
+                for kind, where, found, pins in self.filters(tree, label):
                     named.ids.append((kind, where, found))
                     if pins and one.scopes:
                         named.scopes.add(where)
@@ -120,10 +122,10 @@ class RouteModel:
         if not isinstance(messages, list):
             return
         for index, message in enumerate(messages):
-            if not isinstance(message, Mapping):
+            if not isinstance(message, Mapping | BaseModel):
                 continue
-            kind = self.senders.get(message.get("role"))  # type: ignore[arg-type]
-            sender = message.get(self.sender_key)
+            kind = self.senders.get(_field(message, "role"))
+            sender = _field(message, self.sender_key)
             if kind is not None and sender is not None:
                 named.ids.append((kind, f"{label}[{index}].{self.sender_key}", sender))
 
@@ -137,7 +139,32 @@ def _scope(value: Any) -> str:
     return value if isinstance(value, str) and value else "default"
 
 
-def _validated(model: type[BaseModel], data: Any, where: str) -> dict[str, Any]:
+def _field(part: Any, key: str) -> Any:
+    """One field of a validated part (declared or extra), or of a plain mapping; None if absent.
+
+    Fields are read off the model rather than from `model_dump()`: a dump would copy the whole
+    validated body once more, and a body of many small objects is many times its size as
+    Python objects already (SPEC §13, bench/body_memory.py)."""
+    if isinstance(part, BaseModel):
+        if key in type(part).model_fields:
+            return getattr(part, key)
+        return (part.__pydantic_extra__ or {}).get(key)
+    if isinstance(part, Mapping):
+        return part.get(key)
+    return None
+
+
+def _filter_tree(value: Any, given: Any, key: str) -> Any:
+    """The filter tree to walk: as given, when the model validated it into a model of the same
+    shape (a `FilterNode`: the same keys and values, only its unset `AND` / `OR` would be
+    added, and walking skips those), else the validated value; a dump would copy the tree."""
+    if not isinstance(value, BaseModel):
+        return value
+    raw = given.get(key) if isinstance(given, Mapping) else None
+    return raw if isinstance(raw, Mapping) else value.model_dump()
+
+
+def _validated(model: type[BaseModel], data: Any, where: str) -> BaseModel:
     """The request part as the engine's model reads it (defaults applied), or a 422."""
     if data is None:
         raise ValidationFailed(f"the request {where} is required", field=where)
@@ -149,8 +176,4 @@ def _validated(model: type[BaseModel], data: Any, where: str) -> dict[str, Any]:
         if where != BODY:
             location = f"{where}.{location}"
         raise ValidationFailed(f"{location}: {first['msg']}", field=location) from None
-    out = parsed.model_dump()
-    extra = parsed.__pydantic_extra__
-    if extra:
-        out.update(extra)
-    return out
+    return parsed

@@ -18,6 +18,7 @@ Any failure closes the connection.
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 import ssl
 import time
@@ -30,6 +31,7 @@ import httptools
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
 from gateway.upstream.origin import UpstreamOrigin
 
+log = logging.getLogger("gateway.upstream")
 PAUSE_READING_ABOVE = 512 * 1024  # buffered response bytes before the socket is paused
 # An answer's status line and headers (interim 1xx answers included), and its trailers, may
 # not exceed these; beyond them the answer is refused (502), not buffered.
@@ -350,11 +352,12 @@ class Http1Pool:
                     _Connection, origin.host, origin.port, ssl=ssl_arg
                 )
         except TimeoutError:
-            raise UpstreamTimeout(
-                f"connecting to upstream {origin.host}:{origin.port} timed out") from None
+            # The engine's address is for the log only: answers never name it (SPEC §13).
+            log.warning("connecting to upstream %s:%d timed out", origin.host, origin.port)
+            raise UpstreamTimeout("connecting to upstream timed out") from None
         except OSError as exc:
-            raise UpstreamUnavailable(
-                f"cannot connect to upstream {origin.host}:{origin.port}: {exc}") from exc
+            log.warning("cannot connect to upstream %s:%d: %s", origin.host, origin.port, exc)
+            raise UpstreamUnavailable("cannot connect to upstream") from exc
         return protocol
 
     async def request(

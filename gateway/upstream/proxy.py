@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.asgi import read_body
+from gateway.asgi import ParsingBudget, read_body
 from gateway.attachments.add_body import attachment_items
 from gateway.attachments.fetch_guard import FetchGuard, item_uris
 from gateway.attachments.uris import check_uris
@@ -75,6 +75,9 @@ class Proxy:
                  table: RouteTable, fetch_guard: FetchGuard, claim: Claim | None = None,
                  filter_answer: FilterAnswer | None = None):
         self.settings = settings
+        # Process-wide (one proxy per app, one app per process); the owned JSON routes of
+        # /memories share it (gateway/routes/memories.py).
+        self.parsing = ParsingBudget(settings.limits.max_parsing_bytes)
         self.filter_answer = filter_answer
         self.upstream = upstream
         self.rules = rules
@@ -91,9 +94,13 @@ class Proxy:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
         acting.require_scope(scope[PRINCIPAL_KEY], route.reads)
-        body: bytes | None = await read_body(scope, receive, self.settings.limits.max_body_bytes)
-        payload = strict_json(scope["headers"], body) if body else None
-        user_id = await self.check(scope, route, payload, target, params)
+        with self.parsing.held(scope):
+            # The parsed body is dropped on leaving: only its bytes are forwarded.
+            body: bytes | None = await read_body(scope, receive,
+                                                 self.settings.limits.max_body_bytes)
+            payload = strict_json(scope["headers"], body) if body else None
+            user_id = await self.check(scope, route, payload, target, params)
+            del payload
         if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             body = None
         if route.owner_probe is not None:

@@ -1,0 +1,139 @@
+"""Client connections of `serve` (SPEC §13): a deadline for each request head, and caps on how
+many connections are open, in all and per client address.
+
+uvicorn has neither a header-read timeout nor a connection cap (`limit_concurrency` answers 503
+but keeps the connection), so a client that opens connections and never finishes a request head
+would hold them for ever. `guarded_protocol` returns a subclass of uvicorn's httptools protocol
+that closes a connection on which no request head has completed for `server.header_timeout_s`
+(since it opened, or since its last request) while no request is running, and closes at once a
+connection past `server.max_connections` or `server.max_connections_per_client`. An idle
+keep-alive connection is closed by uvicorn's own keep-alive timeout (5 s) first. Counts are
+per process: with `server.workers = N` each worker holds its own (docs/scale-out.md).
+
+Nothing is added to the per-request path: each connection is looked at by a timer four times per
+timeout instead (bench/connection_guard.py measures the difference).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger("gateway.connections")
+REFUSAL_LOG_INTERVAL_S = 1.0
+# How often a connection is looked at within one header timeout: a head that is not complete
+# is cut off between 1 and 1 + 1/CHECKS_PER_TIMEOUT timeouts after the last one completed.
+CHECKS_PER_TIMEOUT = 4
+
+
+class ConnectionCounts:
+    """Open connections of one process, in all and per client address (0 = no cap)."""
+
+    def __init__(self, max_total: int, max_per_client: int) -> None:
+        self.max_total = max_total
+        self.max_per_client = max_per_client
+        self.total = 0
+        self.by_client: dict[str, int] = {}
+        self._refused = 0  # since the last log line
+        self._logged_at = float("-inf")
+
+    def admit(self, client: str) -> bool:
+        if self.max_total and self.total >= self.max_total:
+            return False
+        held = self.by_client.get(client, 0)
+        if self.max_per_client and held >= self.max_per_client:
+            return False
+        self.total += 1
+        self.by_client[client] = held + 1
+        return True
+
+    def refused(self, client: str, now: float) -> None:
+        """Log refusals at most once a second: a flood of connections is not a flood of lines."""
+        self._refused += 1
+        if now - self._logged_at >= REFUSAL_LOG_INTERVAL_S:
+            log.warning("refused %d connection(s) past server.max_connections (%d open) or "
+                        "server.max_connections_per_client; the latest from %s",
+                        self._refused, self.total, client)
+            self._refused = 0
+            self._logged_at = now
+
+    def leave(self, client: str) -> None:
+        self.total -= 1
+        held = self.by_client[client] - 1
+        if held:
+            self.by_client[client] = held
+        else:
+            del self.by_client[client]
+
+
+def _client_host(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple | list) and peer:
+        return str(peer[0])
+    return ""  # a Unix socket: one client
+
+
+def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with a header-read deadline and the connection caps."""
+    check_every = header_timeout_s / CHECKS_PER_TIMEOUT
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _counted_as: str | None = None  # the client address this connection is counted under
+        _check: asyncio.TimerHandle | None = None
+        _seen_cycle: Any = None  # the request cycle seen at the last check
+        _progress_at = 0.0  # loop time of the last head seen complete (or of the connection)
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            client = _client_host(transport)
+            if not counts.admit(client):
+                counts.refused(client or "a local socket", self.loop.time())
+                self.transport = transport
+                transport.abort()
+                return
+            self._counted_as = client
+            super().connection_made(transport)
+            self._progress_at = self.loop.time()
+            self._check = self.loop.call_later(check_every, self._check_head)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._counted_as is None:
+                return  # refused in connection_made: nothing was set up
+            counts.leave(self._counted_as)
+            self._counted_as = None
+            if self._check is not None:
+                self._check.cancel()
+                self._check = None
+            super().connection_lost(exc)
+
+        def _check_head(self) -> None:
+            """Every quarter of the timeout: has a head completed, or is a request running?
+
+            uvicorn makes a new cycle for each complete head, so comparing cycles tells it
+            without a hook on the per-request path."""
+            now = self.loop.time()
+            cycle = self.cycle
+            if cycle is not self._seen_cycle or (cycle is not None
+                                                  and not cycle.response_complete):
+                self._seen_cycle = cycle
+                self._progress_at = now
+            elif now - self._progress_at >= header_timeout_s:
+                self._check = None
+                if not self.transport.is_closing():
+                    log.info("closing a connection from %s: no complete request head within "
+                             "server.header_timeout_s (%gs)", self._counted_as,
+                             header_timeout_s)
+                    self.transport.close()
+                return
+            self._check = self.loop.call_later(check_every, self._check_head)
+
+    return GuardedHttpToolsProtocol
+
+
+def uvicorn_options(header_timeout_s: float, max_connections: int,
+                    max_connections_per_client: int) -> dict[str, Any]:
+    """The `uvicorn.Config` keywords that install the guard for one server of this process."""
+    counts = ConnectionCounts(max_connections, max_connections_per_client)
+    return {"http": guarded_protocol(header_timeout_s, counts)}

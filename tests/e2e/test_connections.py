@@ -1,0 +1,127 @@
+"""Slow clients against a real `memory-gateway serve` (SPEC §13): connections that never finish
+their request head are closed after `server.header_timeout_s`; past the connection caps new ones
+are closed at once, while other clients still get through."""
+
+from __future__ import annotations
+
+import socket
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import free_port, gateway
+
+pytestmark = pytest.mark.e2e
+HEADER_TIMEOUT_S = 2.0
+PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nX-Slow: "  # never finished
+
+
+def slow_connection(port: int, source: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    try:
+        sock.sendall(PARTIAL_HEAD)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused already; closed_by_server says so
+    return sock
+
+
+def closed_by_server(sock: socket.socket, wait_s: float) -> bool:
+    """True when the server closed `sock` within `wait_s` (end of stream or a reset)."""
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def still_open(sock: socket.socket) -> bool:
+    """True when the server has not closed `sock` (checked without waiting)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1024) != b""
+    except BlockingIOError:
+        return True
+    except ConnectionResetError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def test_slow_heads_are_closed_after_the_timeout_and_caps_refuse_the_excess(
+    tmp_path: Path
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # only /healthz is asked for
+    with gateway(tmp_path, dead, MEMORY_GATEWAY_SERVER_HEADER_TIMEOUT_S=str(HEADER_TIMEOUT_S),
+                 MEMORY_GATEWAY_SERVER_MAX_CONNECTIONS_PER_CLIENT="150",
+                 MEMORY_GATEWAY_SERVER_MAX_CONNECTIONS="200") as gw:
+        port = int(gw.url.rsplit(":", 1)[1])
+        with ExitStack() as sockets:
+            check_caps_and_timeout(port, gw.url, sockets)
+        # Their places are free again: the same address is admitted and answered.
+        with socket.create_connection(("127.0.0.1", port), timeout=5,
+                                      source_address=("127.0.0.2", 0)) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
+            assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+
+
+def check_caps_and_timeout(port: int, url: str, sockets: ExitStack) -> None:
+    def connect(source: str) -> socket.socket:
+        return sockets.enter_context(slow_connection(port, source))
+
+    opened = time.monotonic()
+    slow = [connect("127.0.0.2") for _ in range(150)]
+    # The 151st from the same address is past the per-client cap: closed at once.
+    excess = [connect("127.0.0.2") for _ in range(20)]
+    assert all(closed_by_server(sock, 1.0) for sock in excess)
+    # Another client still gets through while the slow ones hold their connections.
+    assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+    time.sleep(0.2)  # that client's connection is closed and uncounted
+    others = [connect("127.0.0.3") for _ in range(50)]
+    # 200 open now: past the total cap, any address is closed at once.
+    assert closed_by_server(connect("127.0.0.4"), 1.0)
+    assert time.monotonic() - opened < HEADER_TIMEOUT_S - 0.3
+    assert sum(still_open(sock) for sock in slow + others) == 200
+    # After the header timeout every slow connection has been closed by the gateway.
+    deadline = opened + HEADER_TIMEOUT_S + 3.0
+    for sock in slow + others:
+        assert closed_by_server(sock, max(0.01, deadline - time.monotonic()))
+
+
+def test_head_trickled_byte_by_byte_is_still_cut_off(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with gateway(tmp_path, dead, MEMORY_GATEWAY_SERVER_HEADER_TIMEOUT_S="1") as gw:
+        port = int(gw.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            started = time.monotonic()
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            closed = False
+            while time.monotonic() - started < 4:
+                try:
+                    sock.sendall(b"X")  # a byte every 0.2 s: the head never ends
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                if closed_by_server(sock, 0.2):
+                    closed = True
+                    break
+        assert closed and time.monotonic() - started < 2.5
+
+
+def test_header_timeout_holds_with_several_workers(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with gateway(tmp_path, dead, MEMORY_GATEWAY_SERVER_HEADER_TIMEOUT_S="1",
+                 MEMORY_GATEWAY_SERVER_WORKERS="2") as gw:
+        port = int(gw.url.rsplit(":", 1)[1])
+        opened = time.monotonic()
+        with ExitStack() as sockets:
+            slow = [sockets.enter_context(slow_connection(port, "127.0.0.1"))
+                    for _ in range(20)]
+            assert httpx.get(gw.url + "/healthz", timeout=5).status_code == 200
+            for sock in slow:
+                assert closed_by_server(sock, max(0.01, opened + 4.0 - time.monotonic()))
+        assert httpx.get(gw.url + "/healthz", timeout=5).status_code == 200
