@@ -28,10 +28,13 @@ from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, RateLimited
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
+from gateway.limits.classes import OWNED, engine_class, owned_classes
+from gateway.limits.concurrency import ENGINE_TICKET
+from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
@@ -48,7 +51,7 @@ from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
-from gateway.upstream.routes import parse_allowed
+from gateway.upstream.routes import EngineRoute, parse_allowed
 from gateway.upstream.target import parse_target
 
 log = logging.getLogger("gateway")
@@ -101,6 +104,10 @@ class Gateway:
             metrics=Metrics(),
             lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
+        self.limiter = Limiter(settings, db)
+        self._owned_classes = owned_classes(flavor)
+        if self.limiter.enabled:
+            self.services.proxy.admit = self._admit_engine
         self._lease_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
@@ -199,11 +206,13 @@ class Gateway:
                 message["headers"] = [
                     *(h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"),
                     request_id_header,
+                    *scope.get(LIMIT_HEADERS_KEY, ()),
                 ]
             await send(message)
 
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
+        ticket_token = ENGINE_TICKET.set(None) if self.limiter.slots is not None else None
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
@@ -211,6 +220,8 @@ class Gateway:
         except GatewayError as exc:
             if self._metrics is not None:
                 self._metrics.gateway_error(exc)
+            if isinstance(exc, RateLimited):
+                with_retry_after(scope)
             if status:
                 log.warning("error after response start (%s): %s", request_id, exc.message)
                 raise
@@ -223,6 +234,11 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
+            if ticket_token is not None:
+                ticket = ENGINE_TICKET.get()
+                if ticket is not None:
+                    ticket.close()
+                ENGINE_TICKET.reset(ticket_token)
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""
@@ -261,6 +277,8 @@ class Gateway:
         )
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
+        if self.limiter.slots is not None:
+            ENGINE_TICKET.set(self.limiter.slots.ticket(scope))
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE
@@ -274,6 +292,9 @@ class Gateway:
             if match is Match.FULL:
                 scope.update(child)
                 scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
+                if self.limiter.enabled:
+                    await self.limiter.admit(scope, self._owned_classes.get(
+                        (scope["method"], scope[ROUTE_KEY]), OWNED))
                 await route.handle(scope, receive, send)
                 return True
             if match is Match.PARTIAL and partial is None:
@@ -283,6 +304,10 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
+
+
+    async def _admit_engine(self, scope: Scope, route: EngineRoute) -> None:
+        await self.limiter.admit(scope, engine_class(route))
 
 
 def _log_settled(settled: recovery.Recovery) -> None:

@@ -17,6 +17,7 @@
     ├── ValidationFailed (422 validation_error)
     │   ├── UriNotAllowed (422 uri_not_allowed)
     │   └── UserIdRequired (422 user_id_required)
+    ├── RateLimited (429 rate_limited)
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
     ├── JobServiceUnavailable (502 job_service_unavailable)
@@ -123,6 +124,11 @@ class UserIdRequired(ValidationFailed):
     default_message = "this route reads or changes many users' items: name your own user_id"
 
 
+class RateLimited(GatewayError):
+    # Its Retry-After and RateLimit-* headers travel in the request scope (gateway/limits/).
+    status, code, default_message = 429, "rate_limited", "too many requests; retry later"
+
+
 class UpstreamUnavailable(GatewayError):
     status, code, default_message = 502, "upstream_unavailable", "upstream unavailable"
 
@@ -179,6 +185,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     ValidationFailed,
     UriNotAllowed,
     UserIdRequired,
+    RateLimited,
     UpstreamUnavailable,
     UpstreamBadResponse,
     JobServiceUnavailable,

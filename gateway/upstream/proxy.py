@@ -29,6 +29,8 @@ from gateway.upstream.target import Target
 
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
+# Admission of a request to its route before its body is read (rate limits, gateway/limits/).
+Admit = Callable[[Scope, EngineRoute], Awaitable[None]]
 # (caller, the items of an answer, its bytes) -> the bytes answered (gateway/search/answers.py)
 FilterAnswer = Callable[[str, Callable[[Any], list[Any]], bytes], Awaitable[bytes]]
 
@@ -79,6 +81,7 @@ class Proxy:
         self.table = table
         self.fetch_guard = fetch_guard
         self.claim = claim
+        self.admit: Admit | None = None
 
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, user_id: str, request_id: str
@@ -88,6 +91,8 @@ class Proxy:
         if found is None:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
+        if self.admit is not None:
+            await self.admit(scope, route)
         body: bytes | None = await read_body(scope, receive, self.settings.limits.max_body_bytes)
         payload = strict_json(scope["headers"], body) if body else None
         await self.check(route, payload, target, params, user_id)

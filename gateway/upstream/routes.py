@@ -91,6 +91,9 @@ class EngineRoute:
     # is asked first, and its answer's `user_id` must be the caller (else 404).
     owner_probe: str | None = None
     handled: str = ""  # ADD | SEARCH: answered by the gateway's own handler
+    # A POST (or other unsafe method) by which the engine only reads (get, list, search by
+    # filters): rate-limited as an engine read, not a write (gateway/limits/classes.py).
+    reads: bool = False
     note: str = ""
     # How the engine parses this route (gateway/upstream/models.py): when given, it alone says
     # which fields are ids and which scope the route; GENERIC_FIELDS are for unmodelled
