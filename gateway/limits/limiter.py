@@ -38,8 +38,8 @@ class Limiter:
         self.policies: dict[str, Policy | None] = {
             name: class_policy(settings, name) for name in ROUTE_CLASSES}
         self.enabled = any(self.policies.values())
-        self.buckets: Buckets = SharedBuckets(db) if db.dialect == "postgresql" \
-            else LocalBuckets()
+        self.local = LocalBuckets() if db.dialect != "postgresql" else None
+        self.buckets: Buckets = self.local or SharedBuckets(db)
         per_user = settings.rate_limits.engine_concurrency_per_user
         self.slots = EngineSlots(per_user) if per_user > 0 else None
 
@@ -49,7 +49,11 @@ class Limiter:
         principal: Principal | None = scope.get(PRINCIPAL_KEY)
         if policy is None or principal is None:
             return
-        grant = await self.buckets.take(f"{principal.credential_id} {route_class}", policy)
+        key = f"{principal.credential_id} {route_class}"
+        if self.local is not None:
+            grant = self.local.take_now(key, policy)
+        else:
+            grant = await self.buckets.take(key, policy)
         scope[LIMIT_HEADERS_KEY] = grant.headers()
         if not grant.allowed:
             raise RateLimited(f"more than {policy.rate:g} {route_class} requests per second "
