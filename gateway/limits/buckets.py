@@ -64,6 +64,11 @@ def draw(tokens: float, elapsed_s: float, policy: Policy) -> tuple[float, bool]:
     return tokens, False
 
 
+# A process holds at most this many buckets in memory; past it, those idle long enough to be
+# full again are forgotten (a forgotten bucket starts full: the same thing).
+MAX_BUCKETS = 100_000
+
+
 class LocalBuckets:
     """This process's buckets; exact for one process, per process with several."""
 
@@ -77,18 +82,59 @@ class LocalBuckets:
     def take_now(self, key: str, policy: Policy) -> Grant:
         """`take` without a coroutine: nothing here waits (the limiter's hot path)."""
         now = self._clock()
-        tokens, stamp = self._buckets.get(key, (float(policy.capacity), now))
+        buckets = self._buckets
+        tokens, stamp = buckets.get(key, (float(policy.capacity), now))
         tokens, allowed = draw(tokens, now - stamp, policy)
-        self._buckets[key] = (tokens, now)
+        if len(buckets) >= MAX_BUCKETS and key not in buckets:
+            self._forget_full(now, policy)
+        buckets[key] = (tokens, now)
         return Grant(allowed, policy, tokens)
+
+    def _forget_full(self, now: float, policy: Policy) -> None:
+        full_after = policy.capacity / policy.rate
+        self._buckets = {key: (tokens, stamp) for key, (tokens, stamp) in self._buckets.items()
+                         if now - stamp < full_after}
+
+
+# How long a process may hold tokens it drew from a shared bucket before spending them; what
+# it has not spent by then is dropped (never handed to anyone: a lease can only under-grant).
+LEASE_S = 0.25
+
+
+def lease_size(policy: Policy) -> int:
+    """Tokens one draw takes from a shared bucket: a quarter-second of the rate, at most half
+    the bucket, at least one. One per draw (exact) for every rate up to 4 per second."""
+    return max(1, min(math.ceil(policy.rate * LEASE_S), policy.capacity // 2))
 
 
 class SharedBuckets:
-    """Buckets in the database, drawn from by one statement on the database's own clock."""
+    """Buckets in the database, drawn from by one statement on the database's own clock.
 
-    def __init__(self, db: Database) -> None:
+    A draw takes `lease_size` tokens at once and this process spends them over the next
+    LEASE_S, so a credential busy enough to need it costs one statement per lease, not per
+    request. Every token spent was taken from the shared row: across processes a credential
+    never gets more than its bucket allows; a process may hold (and drop) up to a lease that
+    another process was refused. `RateLimit-Remaining` is as of this process's last draw."""
+
+    def __init__(self, db: Database, clock: Callable[[], float] = time.monotonic) -> None:
         self._db = db
+        self._clock = clock
+        # key -> (tokens in hand, held until, shared tokens left at the draw)
+        self._leases: dict[str, tuple[int, float, float]] = {}
 
     async def take(self, key: str, policy: Policy) -> Grant:
-        tokens, allowed = await rate_buckets.take(self._db, key, policy.rate, policy.capacity)
-        return Grant(allowed, policy, tokens)
+        now = self._clock()
+        lease = self._leases.get(key)
+        if lease is not None and lease[0] > 0 and now < lease[1]:
+            in_hand = lease[0] - 1
+            self._leases[key] = (in_hand, lease[1], lease[2])
+            return Grant(True, policy, in_hand + lease[2])
+        left, taken = await rate_buckets.take(self._db, key, policy.rate, policy.capacity,
+                                              lease_size(policy))
+        if taken == 0:
+            self._leases.pop(key, None)
+            return Grant(False, policy, left)
+        if len(self._leases) >= MAX_BUCKETS:
+            self._leases = {k: v for k, v in self._leases.items() if now < v[1]}
+        self._leases[key] = (taken - 1, now + LEASE_S, left)
+        return Grant(True, policy, taken - 1 + left)

@@ -11,18 +11,23 @@ from gateway.store.database import Database
 _LEVEL = "LEAST(?::float8, b.tokens + GREATEST(0, EXCLUDED.stamp - b.stamp) * ?::float8)"
 _TAKE = f"""
 INSERT INTO rate_buckets AS b (bucket, tokens, stamp, granted)
-VALUES (?, ?::float8 - 1, extract(epoch FROM clock_timestamp()), true)
+VALUES (?, ?::float8 - LEAST(?::int, ?::int), extract(epoch FROM clock_timestamp()),
+        LEAST(?::int, ?::int))
 ON CONFLICT (bucket) DO UPDATE SET
-    tokens = {_LEVEL} - CASE WHEN {_LEVEL} >= 1 THEN 1 ELSE 0 END,
-    granted = {_LEVEL} >= 1,
+    granted = LEAST(?::int, FLOOR({_LEVEL})::int),
+    tokens = {_LEVEL} - LEAST(?::int, FLOOR({_LEVEL})::int),
     stamp = EXCLUDED.stamp
 RETURNING tokens, granted
 """
 
 
-async def take(db: Database, bucket: str, rate: float, capacity: int) -> tuple[float, bool]:
-    """(tokens left, granted) after one request's draw from `bucket` (created full)."""
+async def take(db: Database, bucket: str, rate: float, capacity: int, wanted: int
+               ) -> tuple[float, int]:
+    """(tokens left, tokens taken) after drawing up to `wanted` whole tokens from `bucket`
+    (created full); 0 taken when it holds less than one."""
     level = (float(capacity), rate)
-    row = await db.write_one(_TAKE, (bucket, float(capacity), *level, *level, *level))
+    row = await db.write_one(_TAKE, (
+        bucket, float(capacity), wanted, capacity, wanted, capacity,
+        wanted, *level, *level, wanted, *level))
     assert row is not None
-    return float(row["tokens"]), bool(row["granted"])
+    return float(row["tokens"]), int(row["granted"])

@@ -5,5 +5,5 @@ CREATE UNLOGGED TABLE rate_buckets (
     bucket TEXT PRIMARY KEY,
     tokens DOUBLE PRECISION NOT NULL,
     stamp DOUBLE PRECISION NOT NULL,
-    granted BOOLEAN NOT NULL
+    granted INTEGER NOT NULL  -- tokens the last draw took
 );
