@@ -4,6 +4,7 @@ outlives LEASE_S. Two SharedBuckets on one database stand for two gateway proces
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -82,3 +83,12 @@ async def test_leases_never_hand_out_more_than_the_bucket_holds(db: Database) ->
     # The bucket's own allowance over the run: its capacity plus what it refilled.
     assert granted <= policy.capacity + policy.rate * elapsed + 1
     assert granted >= 10  # the first lease at least
+
+
+async def test_requests_arriving_together_share_one_draw(db: Database) -> None:
+    counting = Counting(db)
+    buckets = SharedBuckets(counting)  # type: ignore[arg-type]
+    policy = Policy(rate=100.0, capacity=100)  # leases of 25: four would empty the bucket
+    grants = await asyncio.gather(*(buckets.take("k engine_read", policy) for _ in range(16)))
+    assert all(g.allowed for g in grants)
+    assert counting.statements == 1

@@ -5,6 +5,7 @@ each, taken by one atomic statement, so every process draws from the same bucket
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -121,16 +122,31 @@ class SharedBuckets:
         self._clock = clock
         # key -> (tokens in hand, held until, shared tokens left at the draw)
         self._leases: dict[str, tuple[int, float, float]] = {}
+        # key -> the draw in flight: requests arriving meanwhile wait for its lease rather
+        # than each taking a lease of their own (which would empty the bucket at once)
+        self._drawing: dict[str, asyncio.Future[None]] = {}
 
     async def take(self, key: str, policy: Policy) -> Grant:
-        now = self._clock()
-        lease = self._leases.get(key)
-        if lease is not None and lease[0] > 0 and now < lease[1]:
-            in_hand = lease[0] - 1
-            self._leases[key] = (in_hand, lease[1], lease[2])
-            return Grant(True, policy, in_hand + lease[2])
-        left, taken = await rate_buckets.take(self._db, key, policy.rate, policy.capacity,
-                                              lease_size(policy))
+        while True:
+            now = self._clock()
+            lease = self._leases.get(key)
+            if lease is not None and lease[0] > 0 and now < lease[1]:
+                in_hand = lease[0] - 1
+                self._leases[key] = (in_hand, lease[1], lease[2])
+                return Grant(True, policy, in_hand + lease[2])
+            drawing = self._drawing.get(key)
+            if drawing is None:
+                return await self._draw(key, policy, now)
+            await drawing
+
+    async def _draw(self, key: str, policy: Policy, now: float) -> Grant:
+        drawn = self._drawing[key] = asyncio.get_running_loop().create_future()
+        try:
+            left, taken = await rate_buckets.take(self._db, key, policy.rate, policy.capacity,
+                                                  lease_size(policy))
+        finally:
+            del self._drawing[key]
+            drawn.set_result(None)
         if taken == 0:
             self._leases.pop(key, None)
             return Grant(False, policy, left)
