@@ -10,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from gateway.store import rate_buckets
 from gateway.store.database import Database
@@ -19,6 +20,10 @@ from gateway.store.database import Database
 class Policy:
     rate: float  # tokens per second
     capacity: int  # the most tokens a bucket holds: requests at once after idling
+
+    @cached_property
+    def limit_header(self) -> tuple[bytes, bytes]:
+        return (b"ratelimit-limit", b"%d" % self.capacity)
 
 
 class Grant:
@@ -47,11 +52,11 @@ class Grant:
         return max(1, math.ceil((1.0 - self.tokens) / self.policy.rate))
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        out = [
-            (b"ratelimit-limit", b"%d" % self.policy.capacity),
-            (b"ratelimit-remaining", b"%d" % self.remaining),
-            (b"ratelimit-reset", b"%d" % self.reset_s),
-        ]
+        policy = self.policy
+        tokens = self.tokens
+        out = [policy.limit_header,
+               (b"ratelimit-remaining", b"%d" % int(tokens)),  # tokens >= 0: int() floors
+               (b"ratelimit-reset", b"%d" % -((tokens - policy.capacity) // policy.rate))]
         if not self.allowed:
             out.append((b"retry-after", b"%d" % self.retry_after_s))
         return out
