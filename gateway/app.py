@@ -212,7 +212,10 @@ class Gateway:
 
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
-        ticket_token = ENGINE_TICKET.set(None) if self.limiter.slots is not None else None
+        # The user's engine-call slot, taken at the request's first engine call (the user it
+        # acts as is read then: a service key's is fixed by its route).
+        slots = self.limiter.slots
+        ticket_token = ENGINE_TICKET.set(slots.ticket(scope)) if slots is not None else None
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
@@ -277,8 +280,6 @@ class Gateway:
         )
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
-        if self.limiter.slots is not None:
-            ENGINE_TICKET.set(self.limiter.slots.ticket(scope))
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE

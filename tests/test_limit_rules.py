@@ -9,6 +9,7 @@ import pytest
 from starlette.routing import Route
 
 from gateway.config import Settings
+from gateway.limits import buckets as buckets_module
 from gateway.limits.buckets import Grant, LocalBuckets, Policy, draw
 from gateway.limits.classes import (
     ENGINE_READ,
@@ -132,3 +133,20 @@ def test_a_class_inherits_what_it_does_not_set() -> None:
     only_uploads = Settings().with_values(rate_limits_upload={"requests_per_s": 2})
     assert class_policy(only_uploads, UPLOAD) == Policy(rate=2.0, capacity=1)
     assert class_policy(only_uploads, ENGINE_READ) is None
+
+
+def test_past_max_buckets_only_buckets_full_again_are_forgotten(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(buckets_module, "MAX_BUCKETS", 3)
+    now = [0.0]
+    buckets = LocalBuckets(clock=lambda: now[0])
+    policy = Policy(rate=1.0, capacity=2)  # full again 2 s after a draw
+    for key in ("a", "b"):
+        buckets.take_now(key, policy)
+    now[0] = 5.0
+    buckets.take_now("c", policy)
+    buckets.take_now("c", policy)  # "c" is empty now
+    buckets.take_now("d", policy)  # the fourth: "a" and "b" (full again) are forgotten
+    assert sorted(buckets._buckets) == ["c", "d"]
+    assert not buckets.take_now("c", policy).allowed  # what was kept still counts

@@ -80,7 +80,7 @@ class LocalBuckets:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, stamp)
+        self._buckets: dict[str, list[float]] = {}  # key -> [tokens, stamp], updated in place
 
     async def take(self, key: str, policy: Policy) -> Grant:
         return self.take_now(key, policy)
@@ -88,18 +88,19 @@ class LocalBuckets:
     def take_now(self, key: str, policy: Policy) -> Grant:
         """`take` without a coroutine: nothing here waits (the limiter's hot path)."""
         now = self._clock()
-        buckets = self._buckets
-        tokens, stamp = buckets.get(key, (float(policy.capacity), now))
-        tokens, allowed = draw(tokens, now - stamp, policy)
-        if len(buckets) >= MAX_BUCKETS and key not in buckets:
-            self._forget_full(now, policy)
-        buckets[key] = (tokens, now)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= MAX_BUCKETS:
+                self._forget_full(now, policy)
+            bucket = self._buckets[key] = [float(policy.capacity), now]
+        tokens, allowed = draw(bucket[0], now - bucket[1], policy)
+        bucket[0], bucket[1] = tokens, now
         return Grant(allowed, policy, tokens)
 
     def _forget_full(self, now: float, policy: Policy) -> None:
         full_after = policy.capacity / policy.rate
-        self._buckets = {key: (tokens, stamp) for key, (tokens, stamp) in self._buckets.items()
-                         if now - stamp < full_after}
+        self._buckets = {key: bucket for key, bucket in self._buckets.items()
+                         if now - bucket[1] < full_after}
 
 
 # How long a process may hold tokens it drew from a shared bucket before spending them; what
