@@ -306,10 +306,9 @@ class Gateway:
             raise NotFound(f"no such endpoint: {path}")
         return False
 
-
     async def _admit_engine(self, scope: Scope, route: EngineRoute) -> None:
+        """The proxy's admission of an engine route: its class's bucket (gateway/limits/)."""
         await self.limiter.admit(scope, engine_class(route))
-
 
 def _log_settled(settled: recovery.Recovery) -> None:
     if settled.committed:
