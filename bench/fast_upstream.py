@@ -2,11 +2,14 @@
 
 Run: python bench/fast_upstream.py PORT [SEARCH_ANSWER_FILE]
 Paths containing "search" or "/bench/page" get the search answer file (when given); every other
-path gets a small add-style answer.
+path gets a small add-style answer. `BENCH_UPSTREAM_DELAY_MS` in the environment: each answer
+waits that long first (an engine's own latency).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +22,7 @@ def _headers(body: bytes) -> list[tuple[bytes, bytes]]:
     return [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
 
 
+DELAY_S = float(os.environ.get("BENCH_UPSTREAM_DELAY_MS") or 0) / 1000
 SMALL = (BODY, _headers(BODY))
 PAGE = SMALL
 if len(sys.argv) > 2:
@@ -35,6 +39,8 @@ async def app(scope, receive, send):  # type: ignore[no-untyped-def]
         more = message.get("more_body", False)
     path = scope["path"]
     body, headers = PAGE if ("search" in path or path == "/bench/page") else SMALL
+    if DELAY_S:
+        await asyncio.sleep(DELAY_S)
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -28,12 +28,22 @@ from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
-from gateway.errors import Forbidden, GatewayError, MethodNotAllowed, NotFound, RouteNotFound
+from gateway.errors import (
+    Forbidden,
+    GatewayError,
+    MethodNotAllowed,
+    NotFound,
+    RateLimited,
+    RouteNotFound,
+)
 from gateway.identity import acting
 from gateway.identity.auth import Authenticator
 from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
+from gateway.limits.classes import OWNED, engine_class, owned_classes
+from gateway.limits.concurrency import ENGINE_TICKET
+from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
@@ -50,7 +60,7 @@ from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
-from gateway.upstream.routes import parse_allowed
+from gateway.upstream.routes import EngineRoute, parse_allowed
 from gateway.upstream.target import parse_target
 
 log = logging.getLogger("gateway")
@@ -107,6 +117,10 @@ class Gateway:
             metrics=Metrics(),
             lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
+        self.limiter = Limiter(settings, db)
+        self._owned_classes = owned_classes(flavor)
+        if self.limiter.enabled:
+            self.services.proxy.admit = self._admit_engine
         self._lease_upkeep: asyncio.Task[None] | None = None
         self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
@@ -215,11 +229,16 @@ class Gateway:
                 message["headers"] = [
                     *(h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"),
                     request_id_header,
+                    *scope.get(LIMIT_HEADERS_KEY, ()),
                 ]
             await send(message)
 
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
+        # The user's engine-call slot, taken at the request's first engine call (the user it
+        # acts as is read then: a service key's is fixed by its route).
+        slots = self.limiter.slots
+        ticket_token = ENGINE_TICKET.set(slots.ticket(scope)) if slots is not None else None
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
@@ -227,6 +246,8 @@ class Gateway:
         except GatewayError as exc:
             if self._metrics is not None:
                 self._metrics.gateway_error(exc)
+            if isinstance(exc, RateLimited):
+                with_retry_after(scope)
             if status:
                 log.warning("error after response start (%s): %s", request_id, exc.message)
                 raise
@@ -239,6 +260,11 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
+            if ticket_token is not None:
+                ticket = ENGINE_TICKET.get()
+                if ticket is not None:
+                    ticket.close()
+                ENGINE_TICKET.reset(ticket_token)
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""
@@ -302,6 +328,9 @@ class Gateway:
                 principal = scope.get(PRINCIPAL_KEY)
                 if principal is not None and principal.kind != "admin":
                     _admit(principal, scope["method"], route)
+                if self.limiter.enabled:
+                    await self.limiter.admit(scope, self._owned_classes.get(
+                        (scope["method"], scope[ROUTE_KEY]), OWNED))
                 await route.handle(scope, receive, send)
                 return True
             if match is Match.PARTIAL and partial is None:
@@ -312,6 +341,9 @@ class Gateway:
             raise NotFound(f"no such endpoint: {path}")
         return False
 
+    async def _admit_engine(self, scope: Scope, route: EngineRoute) -> None:
+        """The proxy's admission of an engine route: its class's bucket (gateway/limits/)."""
+        await self.limiter.admit(scope, engine_class(route))
 
 async def _write_usage(svc: Services, interval: float) -> None:
     """Every `interval` seconds, the keys' last-used times noted since the last write."""

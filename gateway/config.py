@@ -161,6 +161,30 @@ class LimitsSettings:
 
 
 @dataclass(frozen=True)
+class RateLimitsSettings:
+    requests_per_s: float = _setting(
+        0.0, "requests per second each credential may make, per route class (0 = no rate "
+        "limit; docs/limits.md)"
+    )
+    burst: int = _setting(
+        0, "requests a credential may make at once after idling, beyond the steady rate "
+        "(0 = none: requests spaced 1/requests_per_s apart)"
+    )
+    engine_concurrency_per_user: int = _setting(
+        0, "engine calls one user may have in flight at once, per gateway process "
+        "(0 = no cap)"
+    )
+
+
+@dataclass(frozen=True)
+class RouteClassLimits:
+    requests_per_s: float = _setting(
+        0.0, "this route class's requests per second per credential (0 = [rate_limits]'s)"
+    )
+    burst: int = _setting(0, "this route class's burst (0 = [rate_limits]'s)")
+
+
+@dataclass(frozen=True)
 class AuthSettings:
     key_cache_ttl_s: float = _setting(
         5.0, "longest a verified API key is trusted without a database read (0 = always read);"
@@ -274,6 +298,17 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     jobs: JobsSettings = field(default_factory=JobsSettings)
+    rate_limits: RateLimitsSettings = field(default_factory=RateLimitsSettings)
+    # Per route class (gateway/limits/classes.py): engine reads, engine writes, uploads, and
+    # the gateway's own application routes.
+    rate_limits_engine_read: RouteClassLimits = field(
+        default_factory=RouteClassLimits, metadata={"section": "rate_limits.engine_read"})
+    rate_limits_engine_write: RouteClassLimits = field(
+        default_factory=RouteClassLimits, metadata={"section": "rate_limits.engine_write"})
+    rate_limits_upload: RouteClassLimits = field(
+        default_factory=RouteClassLimits, metadata={"section": "rate_limits.upload"})
+    rate_limits_owned: RouteClassLimits = field(
+        default_factory=RouteClassLimits, metadata={"section": "rate_limits.owned"})
 
     @property
     def llm_enabled(self) -> bool:

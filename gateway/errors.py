@@ -18,6 +18,7 @@
     ├── ValidationFailed (422 validation_error)
     │   ├── UriNotAllowed (422 uri_not_allowed)
     │   └── UserIdRequired (422 user_id_required)
+    ├── RateLimited (429 rate_limited)
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
     ├── UpstreamAnswerTooLarge (502 upstream_answer_too_large)
@@ -134,6 +135,11 @@ class UserIdRequired(ValidationFailed):
     default_message = "this route reads or changes many users' items: name your own user_id"
 
 
+class RateLimited(GatewayError):
+    # Its Retry-After and RateLimit-* headers travel in the request scope (gateway/limits/).
+    status, code, default_message = 429, "rate_limited", "too many requests; retry later"
+
+
 class UpstreamUnavailable(GatewayError):
     status, code, default_message = 502, "upstream_unavailable", "upstream unavailable"
 
@@ -206,6 +212,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     ValidationFailed,
     UriNotAllowed,
     UserIdRequired,
+    RateLimited,
     UpstreamUnavailable,
     UpstreamBadResponse,
     UpstreamAnswerTooLarge,

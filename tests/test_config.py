@@ -8,6 +8,20 @@ from gateway.config import SETTINGS, ConfigError, Settings, load_settings, rende
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _keys(table: dict, section: str = "") -> dict:
+    """(dotted table name, key) -> value; a nested table (`[rate_limits.upload]`) is its own."""
+    found = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and f"{section}.{key}".strip(".") in SECTIONS:
+            found.update(_keys(value, f"{section}.{key}".strip(".")))
+        else:
+            found[(section, key)] = value
+    return found
+
+
+SECTIONS = {s.section for s in SETTINGS}
+
+
 def test_example_config_lists_every_setting_with_its_default() -> None:
     example = tomllib.loads((ROOT / "config.example.toml").read_text())
     listed: dict[tuple[str, str], object] = {}

@@ -217,9 +217,9 @@ def test_every_engine_route_is_a_read_or_a_write_by_what_it_does() -> None:
     from gateway.upstream.flavors import FLAVORS
 
     reads = {(name, route.method, route.pattern) for name, flavor in FLAVORS.items()
-             for route in flavor.routes.routes if route.reads}
+             for route in flavor.routes.routes if route.read_only}
     writes = {(name, route.method, route.pattern) for name, flavor in FLAVORS.items()
-              for route in flavor.routes.routes if not route.reads}
+              for route in flavor.routes.routes if not route.read_only}
     assert ("everos", "POST", "/api/v2/memory/search") in reads
     assert ("everos", "POST", "/api/v2/memory/get") in reads
     assert ("everos", "GET", "/api/v2/tasks") in reads

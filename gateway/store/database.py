@@ -110,6 +110,13 @@ class Database(ABC):
         """One write transaction, serialised against all writers; committed on exit, rolled
         back on error."""
 
+    async def write_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """One statement that is a whole write (an atomic upsert … RETURNING), committed on
+        its own; PostgreSQL runs it outside the serialised writers, so it never queues behind
+        them (rate buckets, gateway/store/rate_buckets.py)."""
+        async with self.write() as transaction:
+            return await transaction.read_one(sql, params)
+
     async def ping(self) -> None:
         await self.read_one("SELECT 1")
 

@@ -316,6 +316,11 @@ class PostgresDatabase(Database):
     async def read_now(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return await self.read(sql, params)
 
+    async def write_one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        # Autocommitted on a pooled connection: the statement is atomic by itself and takes
+        # no writer lock (its tables are no cached topic).
+        return await self.read_one(sql, params)
+
     async def _writer_connection(self) -> asyncpg.Connection:
         if self._pool is None:
             raise RuntimeError("database is not open")

@@ -37,6 +37,7 @@ from gateway.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.upstream.native import (
     MAX_RESPONSE_HEAD_BYTES,
     MAX_RESPONSE_HEADERS,
@@ -141,6 +142,9 @@ class UpstreamClient(ABC):
         if self.origin is None:
             raise UpstreamUnavailable("upstream.base_url is not set")
         line_target = self.origin.target(target)
+        ticket = ENGINE_TICKET.get()
+        if ticket is not None:
+            ticket.enter()  # the user's engine-call cap (429 when all their slots are taken)
         deadline = asyncio.get_running_loop().time() + self.settings.timeout_s
         await self._acquire()
         try:

@@ -31,6 +31,8 @@ from gateway.upstream.target import Target
 
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
+# Admission of a request to its route before its body is read (rate limits, gateway/limits/).
+Admit = Callable[[Scope, EngineRoute], Awaitable[None]]
 # (caller, the items of an answer, its bytes) -> the bytes answered (gateway/search/answers.py)
 FilterAnswer = Callable[[str, Callable[[Any], list[Any]], bytes], Awaitable[bytes]]
 
@@ -84,6 +86,7 @@ class Proxy:
         self.table = table
         self.fetch_guard = fetch_guard
         self.claim = claim
+        self.admit: Admit | None = None
 
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, user_id: str, request_id: str
@@ -93,7 +96,9 @@ class Proxy:
         if found is None:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
-        acting.require_scope(scope[PRINCIPAL_KEY], route.reads)
+        acting.require_scope(scope[PRINCIPAL_KEY], route.read_only)
+        if self.admit is not None:
+            await self.admit(scope, route)
         with self.parsing.held(scope):
             # The parsed body is dropped on leaving: only its bytes are forwarded.
             body: bytes | None = await read_body(scope, receive,

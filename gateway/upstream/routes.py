@@ -41,10 +41,6 @@ PATH = "path"
 # What an owned handler does with an intercepted route (gateway/routes/memories.py).
 ADD = "add"
 SEARCH = "search"
-# POST routes of the engines that only read: the last literal segment of their path.
-_READ_VERBS = frozenset({"search", "get", "get_all", "get_memory", "suggestions", "summary"})
-# POST routes that list or read although their name does not say so (mem0's list, export).
-_READ_PATHS = frozenset({"/v3/memories/", "/v1/exports/"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -96,6 +92,9 @@ class EngineRoute:
     # is asked first, and its answer's `user_id` must be the caller (else 404).
     owner_probe: str | None = None
     handled: str = ""  # ADD | SEARCH: answered by the gateway's own handler
+    # A POST (or other unsafe method) by which the engine only reads (get, list, search by
+    # filters): rate-limited as an engine read, not a write (gateway/limits/classes.py).
+    reads: bool = False
     note: str = ""
     # How the engine parses this route (gateway/upstream/models.py): when given, it alone says
     # which fields are ids and which scope the route; GENERIC_FIELDS are for unmodelled
@@ -113,17 +112,11 @@ class EngineRoute:
     path_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     @property
-    def reads(self) -> bool:
-        """Whether the route only reads (the `read` scope suffices, SPEC §17): GET, the
-        searches, and the POST reads by name."""
-        if self.method in _READ_METHODS or self.handled == SEARCH:
-            return True
-        if self.method != "POST":
-            return False
-        if self.pattern in _READ_PATHS:
-            return True
-        literal = [part for part in self.pattern.split("/") if part and not part.startswith("{")]
-        return bool(literal) and literal[-1] in _READ_VERBS
+    def read_only(self) -> bool:
+        """Whether the engine only reads by this route: the `read` scope suffices (SPEC §17)
+        and it counts as an engine read (gateway/limits/classes.py): safe methods, searches,
+        and the POSTs the table marks `reads`."""
+        return self.method in _READ_METHODS or self.handled == SEARCH or self.reads
 
     def __post_init__(self) -> None:
         assert self.pattern.startswith("/"), self.pattern

@@ -52,7 +52,7 @@ def everos_v2_routes(version: str) -> tuple[EngineRoute, ...]:
     return (
         EngineRoute("POST", f"{base}/memory/flush", model=models.FLUSH,
                     note="one session's extraction; the session must be the caller's"),
-        EngineRoute("POST", f"{base}/memory/get", model=models.GET,
+        EngineRoute("POST", f"{base}/memory/get", model=models.GET, reads=True,
                     note="pages of one owner's memories (user_id or agent_id)"),
         EngineRoute("GET", f"{base}/tasks", model=models.TASKS,
                     note="accepted async adds of one session of the caller's"),

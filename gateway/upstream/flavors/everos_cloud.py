@@ -121,7 +121,8 @@ CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
                 note="one user's sessions"),
     EngineRoute("POST", "/api/v1/memories/agent/flush", model=models.V1_AGENT_FLUSH,
                 note="one user's agent sessions"),
-    EngineRoute("POST", "/api/v1/memories/get", model=models.V1_GET, note="pages by filters"),
+    EngineRoute("POST", "/api/v1/memories/get", model=models.V1_GET, reads=True,
+                note="pages by filters"),
     EngineRoute("POST", "/api/v1/memories/delete", model=models.V1_DELETE,
                 note="delete by user or group"),
     EngineRoute("POST", "/api/v1/memories/group", claims=True, model=models.V1_GROUP_ADD,
@@ -148,7 +149,7 @@ CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
 CLOUD_V2_ROUTES: tuple[EngineRoute, ...] = (
     EngineRoute("POST", "/api/v2/memory/flush", model=models.V2_FLUSH,
                 note="one session's extraction; the session must be the caller's"),
-    EngineRoute("POST", "/api/v2/memory/get", model=models.V2_GET,
+    EngineRoute("POST", "/api/v2/memory/get", model=models.V2_GET, reads=True,
                 note="pages of one owner's memories (user_id or agent_id)"),
     EngineRoute("POST", "/api/v2/memory/delete", model=models.V2_DELETE,
                 note="delete one owner's memories"),

@@ -159,7 +159,8 @@ OSS_ROUTES: tuple[EngineRoute, ...] = (
 PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
     EngineRoute("GET", "/v1/ping/", model=models.PING,
                 note="MemoryClient's key check; names no one"),
-    EngineRoute("POST", "/v3/memories/", model=models.PLATFORM_LIST, note="get_all by filters"),
+    EngineRoute("POST", "/v3/memories/", model=models.PLATFORM_LIST, reads=True,
+                note="get_all by filters"),
     _by_id("GET", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", models.PLATFORM_ONE,
            "one memory"),
     _by_id("PUT", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
@@ -173,9 +174,10 @@ PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
     *_entities("GET", "one entity's details"),
     *_entities("DELETE", "one entity and its memories"),
     EngineRoute("POST", "/v1/exports/", model=models.EXPORT, note="export by filters"),
-    EngineRoute("POST", "/v1/exports/get/", model=models.EXPORT_GET,
+    EngineRoute("POST", "/v1/exports/get/", model=models.EXPORT_GET, reads=True,
                 note="fetch an export by filters"),
-    EngineRoute("POST", "/v1/summary/", model=models.SUMMARY, note="summary by filters"),
+    EngineRoute("POST", "/v1/summary/", model=models.SUMMARY, reads=True,
+                note="summary by filters"),
 )
 
 FLAVOR = Flavor(

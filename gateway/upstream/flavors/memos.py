@@ -150,8 +150,9 @@ MEMOS = MemOS()
 # inner routes (`exist_mem_cube_id`, `get_user_names_by_memory_ids`, record ids, the dashboard)
 # and `/admin/*` are engine-wide or cannot be checked for their owner, and stay closed.
 MEMOS_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/product/get_all", model=models.GET_ALL, note="one cube's memories"),
-    EngineRoute("POST", "/product/get_memory", model=models.GET_MEMORY,
+    EngineRoute("POST", "/product/get_all", model=models.GET_ALL, reads=True,
+                note="one cube's memories"),
+    EngineRoute("POST", "/product/get_memory", model=models.GET_MEMORY, reads=True,
                 note="one cube's memories, paged and filtered"),
     EngineRoute("POST", "/product/delete_memory", model=models.DELETE,
                 note="delete the caller's memories by filter or file ids"),
@@ -159,7 +160,7 @@ MEMOS_ROUTES: tuple[EngineRoute, ...] = (
                 note="chat over the caller's cubes"),
     EngineRoute("POST", "/product/chat/stream", model=models.CHAT_STREAM,
                 note="streamed chat over the caller's cubes"),
-    EngineRoute("POST", "/product/suggestions", model=models.SUGGESTIONS,
+    EngineRoute("POST", "/product/suggestions", model=models.SUGGESTIONS, reads=True,
                 note="suggested queries from one cube"),
 )
 

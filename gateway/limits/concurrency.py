@@ -1,0 +1,75 @@
+"""The cap on one user's engine calls in flight (`rate_limits.engine_concurrency_per_user`).
+
+A request takes its user's slot at its first engine call and keeps it until the request ends,
+so a request that calls the engine twice (an owner probe then the call, an add then its flush)
+is refused at its first call or not at all. Counted per process: asyncio is single-threaded, so
+counting needs no lock. The ticket travels in a ContextVar, like UPSTREAM_STATUS: the upstream
+client (gateway/upstream/client.py) calls `ENGINE_TICKET.get()` before each call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from gateway.errors import RateLimited
+from gateway.identity.principal import PRINCIPAL_KEY
+
+RETRY_AFTER_S = 1  # a slot frees as soon as one of the user's calls ends
+
+
+class EngineSlots:
+    def __init__(self, per_user: int) -> None:
+        self.per_user = per_user
+        self.in_flight: dict[str, int] = {}
+
+    def ticket(self, scope: Mapping[str, Any]) -> EngineTicket:
+        return EngineTicket(self, scope)
+
+
+class EngineTicket:
+    """One request's claim on its user's slots: taken at the first engine call, freed once."""
+
+    def __init__(self, slots: EngineSlots, scope: Mapping[str, Any]) -> None:
+        self._slots = slots
+        self._scope = scope
+        self.user_id = ""
+        self.held = False
+        self.closed = False
+
+    def acting_user(self) -> str:
+        """The user the request acts as by its first engine call (a service key's user is
+        fixed by its route, after authentication)."""
+        principal = self._scope.get(PRINCIPAL_KEY)
+        return str(self._scope.get("user_id") or getattr(principal, "user_id", "") or "")
+
+    def enter(self) -> None:
+        """Before an engine call: take the user's slot, or 429 when all are in use."""
+        if self.held or self.closed:
+            return
+        self.user_id = self.acting_user()
+        if not self.user_id:
+            return
+        in_flight = self._slots.in_flight
+        count = in_flight.get(self.user_id, 0)
+        if count >= self._slots.per_user:
+            raise RateLimited(f"at most {self._slots.per_user} engine calls at once per user")
+        in_flight[self.user_id] = count + 1
+        self.held = True
+
+    def close(self) -> None:
+        """At the end of the request; later calls from tasks it started are not capped."""
+        self.closed = True
+        if not self.held:
+            return
+        self.held = False
+        in_flight = self._slots.in_flight
+        left = in_flight[self.user_id] - 1
+        if left:
+            in_flight[self.user_id] = left
+        else:
+            del in_flight[self.user_id]
+
+
+ENGINE_TICKET: ContextVar[EngineTicket | None] = ContextVar("engine_ticket", default=None)

@@ -1,0 +1,69 @@
+"""The request's admission: its credential's bucket for its route class, its user's engine
+ticket, and the headers that say where it stands (RateLimit-*, Retry-After)."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any, Protocol
+
+from gateway.config import RouteClassLimits, Settings
+from gateway.errors import RateLimited
+from gateway.identity.principal import PRINCIPAL_KEY, Principal
+from gateway.limits.buckets import Grant, LocalBuckets, Policy, SharedBuckets
+from gateway.limits.classes import ROUTE_CLASSES
+from gateway.limits.concurrency import RETRY_AFTER_S, EngineSlots
+from gateway.store.database import Database
+
+# Scope key: the headers every response of this request carries (added in gateway/app.py).
+LIMIT_HEADERS_KEY = "gateway.limit_headers"
+
+
+class Buckets(Protocol):
+    async def take(self, key: str, policy: Policy) -> Grant: ...
+
+
+def class_policy(settings: Settings, route_class: str) -> Policy | None:
+    """A class's policy: its own `[rate_limits.<class>]` values, else `[rate_limits]`'s; None
+    when its rate is 0 (no limit)."""
+    own: RouteClassLimits = getattr(settings, f"rate_limits_{route_class}")
+    rate = own.requests_per_s or settings.rate_limits.requests_per_s
+    burst = own.burst or settings.rate_limits.burst
+    if rate <= 0:
+        return None
+    return Policy(rate=rate, capacity=max(1, burst))
+
+
+class Limiter:
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self.policies: dict[str, Policy | None] = {
+            name: class_policy(settings, name) for name in ROUTE_CLASSES}
+        self.enabled = any(self.policies.values())
+        self.local = LocalBuckets() if db.dialect != "postgresql" else None
+        self.buckets: Buckets = self.local or SharedBuckets(db)
+        per_user = settings.rate_limits.engine_concurrency_per_user
+        self.slots = EngineSlots(per_user) if per_user > 0 else None
+
+    async def admit(self, scope: MutableMapping[str, Any], route_class: str) -> None:
+        """Draw one token for the request's credential, or 429 with Retry-After."""
+        policy = self.policies[route_class]
+        principal: Principal | None = scope.get(PRINCIPAL_KEY)
+        if policy is None or principal is None:
+            return
+        key = f"{principal.credential_id} {route_class}"
+        if self.local is not None:
+            grant = self.local.take_now(key, policy)
+        else:
+            grant = await self.buckets.take(key, policy)
+        scope[LIMIT_HEADERS_KEY] = grant.headers()
+        if not grant.allowed:
+            raise RateLimited(f"more than {policy.rate:g} {route_class} requests per second "
+                              f"(burst {policy.capacity}) for this credential")
+
+
+def with_retry_after(scope: MutableMapping[str, Any]) -> None:
+    """A 429 always says when to retry: a concurrency refusal (raised by the upstream client,
+    which has no scope) gets RETRY_AFTER_S beside whatever the bucket said."""
+    headers = list(scope.get(LIMIT_HEADERS_KEY, ()))
+    if not any(name == b"retry-after" for name, _ in headers):
+        headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+    scope[LIMIT_HEADERS_KEY] = headers
