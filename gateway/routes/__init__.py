@@ -21,11 +21,13 @@ from gateway.routes import (
     resolve,
     resources,
     tool_calls,
+    uploads,
 )
 from gateway.upstream.flavors import flavor_for
 
 PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}"}
-PUBLIC_PREFIXES: tuple[str, ...] = files.PUBLIC_PREFIXES  # paths under these need no key either
+# Paths under these need no key either (the token in the path is the credential).
+PUBLIC_PREFIXES: tuple[str, ...] = (*files.PUBLIC_PREFIXES, *uploads.PUBLIC_PREFIXES)
 
 # Paths under these prefixes are the gateway's own: an unknown one is a 404, never proxied.
 OWNED_PREFIXES: tuple[str, ...] = (
@@ -38,6 +40,7 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/tools",
     "/attachments",
     "/files",
+    "/uploads",
 )
 
 
@@ -48,5 +51,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
-        *attachments.routes, *files.routes,
+        *attachments.routes, *files.routes, *uploads.upload_routes(flavor.name),
     ]
