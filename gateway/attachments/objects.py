@@ -18,7 +18,7 @@ import hmac
 import json
 import mimetypes
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +34,6 @@ from gateway.ids import now_ms
 from gateway.store import objects as object_store
 from gateway.store.database import Database
 from gateway.store.objects import UploadedObject
-from gateway.upstream.client import UpstreamClient
 
 KEY_PREFIX = "mgw-object/"
 FILE_TYPES = ("image", "file", "video")
@@ -44,6 +43,9 @@ STATUS_OK, STATUS_INVALID, STATUS_TOO_MANY, STATUS_DUPLICATE = 0, 2018, 1007, 10
 SIGNATURE_FIELD = "x-mgw-signature"
 POLICY_CONTEXT = b"memory-gateway upload policy v1\n"
 ENGINE_UPLOAD_TIMEOUT_S = 120.0
+# A POST of a JSON payload the gateway built to the engine, for a user: (status, headers, body)
+# (UpstreamClient.call_json).
+EngineCall = Callable[[str, Any, str], Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes]]]
 
 
 class ObjectKeyNotFound(ValidationFailed):
@@ -284,7 +286,7 @@ def engine_signed(answer: Any) -> tuple[str, str, dict[str, str]]:
     return key, url, fields
 
 
-async def for_engine(obj: UploadedObject, sign_path: str | None, upstream: UpstreamClient,
+async def for_engine(obj: UploadedObject, sign_path: str | None, call_engine: EngineCall,
                      links: FileLinks, db: Database) -> str | None:
     """What the engine is handed for an object: the engine's own object key (signed and
     uploaded through the engine's sign route, with the engine's key, once), or the stored
@@ -295,7 +297,7 @@ async def for_engine(obj: UploadedObject, sign_path: str | None, upstream: Upstr
         return obj.engine_key
     request = {"objectList": [{"fileId": obj.id, "fileName": obj.file_name,
                                "fileType": obj.file_type}]}
-    status, _, raw = await upstream.call_json(sign_path, request, obj.user_id)
+    status, _, raw = await call_engine(sign_path, request, obj.user_id)
     try:
         answer = json.loads(raw)
     except ValueError:

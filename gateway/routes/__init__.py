@@ -25,7 +25,8 @@ from gateway.routes import (
 )
 from gateway.upstream.flavors import flavor_for
 
-PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}"}
+PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}",
+                                                                  "/uploads/{token}"}
 # Paths under these need no key either (the token in the path is the credential).
 PUBLIC_PREFIXES: tuple[str, ...] = (*files.PUBLIC_PREFIXES, *uploads.PUBLIC_PREFIXES)
 

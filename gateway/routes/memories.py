@@ -239,7 +239,7 @@ async def _hand_objects(svc: Services, dialect: Dialect, payload: dict[str, Any]
     for item in items:
         if (obj := named_objects.get(item.field)) is not None:
             uris[item.field] = await objects.for_engine(
-                obj, dialect.sign_path, svc.upstream, svc.links, svc.db)
+                obj, dialect.sign_path, svc.upstream.call_json, svc.links, svc.db)
     items = [replace(item, name=obj.file_name, content_type=obj.content_type)
              if (obj := named_objects.get(item.field)) is not None else item for item in items]
     return with_item_uris(payload, items, uris), items

@@ -66,7 +66,7 @@ async def sign(request: Request) -> Response:
     return JSONResponse(objects.envelope(objects.STATUS_OK, "OK", {"objectList": answered}, rid))
 
 
-@api(summary="Upload a signed file: the signed form fields, then `file` (no key: the token "
+@api(summary="Upload a signed file: the signed form fields, then `file` (the token "
      "is the credential; single use, expiring)", tag="memories", status=204,
      errors=(403, 413, 422))
 async def upload(request: Request) -> Response:
