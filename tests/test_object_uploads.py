@@ -225,3 +225,93 @@ def test_sign_envelope_round_trips_through_the_sdk_model() -> None:
                                       "maxSize": 5}}]}, "r"))))
     assert parsed is not None and parsed.status == 0
     assert parsed.result is not None
+
+
+@pytest.mark.parametrize("spell", [
+    lambda key: key.upper(),
+    lambda key: key + "/",
+    lambda key: "/" + key,
+    lambda key: key.replace("/", "%2F"),
+    lambda key: key.replace("mgw-object/", "mgw-object/./"),
+    lambda key: key.replace("mgw-object/", "mgw-object//"),
+    lambda key: key.rsplit("/", 1)[0] + "/other.png",
+    lambda key: key.rsplit("/", 1)[0],
+    lambda key: " " + key,
+])
+async def test_other_spellings_of_an_object_key_name_nothing_and_forward_nothing(
+        alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter,
+        settings: Settings, spell: Callable[[str], str]) -> None:
+    routes = engine_ok(engine)
+    item = await sign(alice)
+    assert await post_form(alice, item, PNG) in (200, 204)
+    for client, sender in ((alice, "alice"), (bob, "bob")):
+        response = await client.post("/api/v2/memory/add", json=add_body(
+            spell(item["objectKey"]), session=f"{sender}-s", sender=sender))
+        assert response.status_code == 422, response.text
+    assert not routes["add"].called and mappings(settings) == []
+
+
+async def test_an_expired_object_key_and_an_expired_form_are_refused(
+        settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+        engine: respx.MockRouter) -> None:
+    routes = engine_ok(engine)
+    short = settings.with_values(uploads={"sign_ttl_s": 0, "object_ttl_s": 0})
+    async with start_gateway(short) as app, client_for(app, make_key("alice")) as alice:
+        item = await sign(alice)
+        if not short.storage.files:  # the gateway's own form has expired at once
+            assert await post_form(alice, item, PNG) == 404
+        response = await alice.post("/api/v2/memory/add", json=add_body(item["objectKey"]))
+        assert response.status_code == 422
+        assert response.json()["error"]["code"] == "object_key_not_found"
+    assert not routes["add"].called
+
+
+async def test_an_engine_elsewhere_gets_a_signed_url_for_the_object(
+        settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+        engine: respx.MockRouter) -> None:
+    routes = engine_ok(engine)
+    remote = settings.with_values(server={"public_url": "http://gateway.test"},
+                                  upstream={"file_access": "url"})
+    async with start_gateway(remote) as app, client_for(app, make_key("alice")) as alice:
+        item = await sign(alice)
+        assert await post_form(alice, item, PNG) in (200, 204)
+        assert (await alice.post("/memories/add", json=add_body(item["objectKey"]))
+                ).status_code == 200
+        handed = sent_json(routes["add"])["messages"][0]["content"][1]["uri"]
+        if remote.storage.files:
+            assert httpx.get(handed).content == PNG  # an S3 presigned URL
+        else:
+            assert handed.startswith("http://gateway.test/files/")
+            async with client_for(app) as anyone:
+                assert (await anyone.get(handed)).content == PNG
+
+
+async def test_sign_routes_are_not_served_where_no_sdk_signs(
+        settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+        engine: respx.MockRouter) -> None:
+    sign_route = engine.post("/api/v2/object/sign").mock(return_value=httpx.Response(200))
+    async with start_gateway(settings.with_values(upstream={"flavor": "mem0"})) as app, \
+            client_for(app, make_key("alice")) as alice:
+        response = await alice.post("/api/v2/object/sign", json=sign_body(("a.png", "image")))
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "route_not_found"
+    assert not sign_route.called
+
+
+async def test_cloud_refusing_to_sign_fails_the_add_with_nothing_mapped(
+        settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+        engine: respx.MockRouter) -> None:
+    cloud = settings.with_values(upstream={"flavor": "everos-cloud"})
+    add = engine.post("/api/v2/memory/add").mock(return_value=httpx.Response(202, json={}))
+    sign_route = engine.post("/api/v2/object/sign").mock(return_value=httpx.Response(
+        200, json={"status": 1001, "error": "token invalid", "result": {"data": None}}))
+    async with start_gateway(cloud) as app, client_for(app, make_key("alice")) as alice:
+        item = await sign(alice)
+        assert await post_form(alice, item, PNG) in (200, 204)
+        response = await alice.post("/api/v2/memory/add", json=add_body(item["objectKey"]))
+    assert response.status_code == 502
+    assert sign_route.called and not add.called
+    assert mappings(cloud) == []
+    sent = json.loads(sign_route.calls.last.request.content)
+    assert sent["objectList"][0]["fileName"] == "harbour.png"
+    assert sent["objectList"][0]["fileType"] == "image"
