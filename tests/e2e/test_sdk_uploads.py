@@ -23,7 +23,7 @@ from everos_cloud.models import FilterNode
 
 from tests.e2e.client_venvs import client_python, run_client
 from tests.fake_engines import ENGINE_KEY, fake_engine
-from tests.processes import gateway
+from tests.processes import dev_engine, gateway
 from tests.s3_server import S3Server, objects
 
 pytestmark = pytest.mark.e2e
@@ -102,3 +102,26 @@ def test_everos_04_sdk_multimodal_add_with_a_local_path(
         assert list(httpx.get(f"{engine_url}/_objects").json().values()) == [len(PNG)]
         # Only the uploaded file: objects signed but never uploaded hold nothing.
         assert len(stored(tmp_path, backend, request, prefix)) == 1
+
+
+def test_everos_cloud_sdk_upload_to_a_local_engine_hands_it_the_file_uri(
+        tmp_path: Path) -> None:
+    # The default flavour: the built-in dev engine reads the gateway's disk.
+    photo = tmp_path / "harbour.png"
+    photo.write_bytes(PNG)
+    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url) as gw:
+        with EverOS(api_key=gw.key("alice"), host=gw.url) as alice:
+            key = alice.upload(str(photo))
+            alice.add(session_id="trip-1", messages=[{
+                "sender_id": "alice", "role": "user", "content": [
+                    {"type": "text", "text": "the harbour at dawn"},
+                    {"type": "image", "uri": key}]}])
+            found = alice.search("harbour", user_id="alice",
+                                 filters=FilterNode.from_dict({"session_id": "trip-1"}))
+    [buffered] = found.unprocessed_messages
+    [attachment] = buffered.additional_properties["attachments"]
+    assert attachment["name"] == "harbour.png"
+    assert attachment["internal_uri"].startswith("file://")
+    # What the engine was handed (and keeps): the stored file's URI, not the object key.
+    content = repr(buffered.content)  # the SDK parses content into its own models
+    assert attachment["internal_uri"] in content and key not in content
