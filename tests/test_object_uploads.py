@@ -17,7 +17,8 @@ from tests.attachment_helpers import PNG, engine_ok, rows, sent_json
 from tests.attachment_helpers import stored_files as all_stored_files
 from tests.conftest import StartGateway, client_for, on_both_stores
 
-pytestmark = [on_both_stores]
+# On both databases and both file stores (conftest).
+pytestmark = [pytest.mark.both_databases, on_both_stores]
 
 
 def sign_body(*names: tuple[str, str]) -> dict[str, Any]:
