@@ -236,10 +236,13 @@ async def _hand_objects(svc: Services, dialect: Dialect, payload: dict[str, Any]
     """The add body with each object key replaced by what the engine can read (SPEC §18), and
     the items named and typed as signed."""
     uris: dict[str, str | None] = {}
+    handed: dict[str, str | None] = {}  # by object id: one named twice is handed over once
     for item in items:
         if (obj := named_objects.get(item.field)) is not None:
-            uris[item.field] = await objects.for_engine(
-                obj, dialect.sign_path, svc.upstream.call_json, svc.links, svc.db)
+            if obj.id not in handed:
+                handed[obj.id] = await objects.for_engine(
+                    obj, dialect.sign_path, svc.upstream.call_json, svc.links, svc.db)
+            uris[item.field] = handed[obj.id]
     items = [replace(item, name=obj.file_name, content_type=obj.content_type)
              if (obj := named_objects.get(item.field)) is not None else item for item in items]
     return with_item_uris(payload, items, uris), items

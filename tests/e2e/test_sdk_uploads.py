@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from everos_cloud import EverOS
-from everos_cloud.client import EverOSAPIError
+from everos_cloud.client import EverOSAPIError, EverOSStorageError
 from everos_cloud.models import FilterNode
 
 from tests.e2e.client_venvs import client_python, run_client
@@ -57,9 +57,29 @@ def test_everos_cloud_sdk_upload_then_add_names_the_stored_file(
     photo.write_bytes(PNG)
     with fake_engine("everos-cloud") as engine_url, \
             gateway(tmp_path, engine_url, MEMORY_GATEWAY_UPSTREAM_FLAVOR="everos-cloud",
-                    MEMORY_GATEWAY_UPSTREAM_HEADERS=CLOUD_KEY, **env) as gw:
+                    MEMORY_GATEWAY_UPSTREAM_HEADERS=CLOUD_KEY,
+                    MEMORY_GATEWAY_UPLOADS_MAX_IMAGE_BYTES="2048", **env) as gw:
         with EverOS(api_key=gw.key("alice"), host=gw.url) as alice, \
                 EverOS(api_key=gw.key("bob"), host=gw.url) as bob:
+            # The form refuses a file over the signed size, and signing a text file as an
+            # image is refused by the sign route itself, as the Cloud does.
+            big = tmp_path / "big.png"
+            big.write_bytes(PNG * 4)
+            with pytest.raises(EverOSStorageError) as oversize:
+                alice.upload(str(big))
+            assert oversize.value.status in (400, 413)
+            notes = tmp_path / "notes.txt"
+            notes.write_text("not an image")
+            # Status 2018 carries its message as `result.data`, a string, which the SDK's own
+            # generated model fails to parse (as against the Cloud): the upload raises either way.
+            with pytest.raises((EverOSStorageError, ValueError)):
+                alice.upload(str(notes), file_type="image")
+            refused = httpx.post(f"{gw.url}/api/v2/object/sign", headers={
+                "Authorization": f"Bearer {gw.key('alice')}"}, json={"objectList": [
+                    {"fileId": "n", "fileName": "notes.txt", "fileType": "image"}]}).json()
+            assert refused["status"] == 2018 and isinstance(refused["result"]["data"], str)
+            assert stored(tmp_path, backend, request, prefix) == []
+
             key = alice.upload(str(photo))
             assert [name.rsplit("/", 1)[1] for name in stored(tmp_path, backend, request,
                                                                prefix)] == ["harbour.png"]
