@@ -285,6 +285,20 @@ class JobsSettings:
 
 
 @dataclass(frozen=True)
+class UploadsSettings:
+    sign_ttl_s: int = _setting(
+        900, "how long an upload form signed by /api/v1|v2/object/sign stays valid (seconds)"
+    )
+    object_ttl_s: int = _setting(
+        86400, "how long a signed object key may be named in an add; `gc` then removes the "
+        "objects never added"
+    )
+    max_image_bytes: int = _setting(10 * MIB, "largest file signed as fileType image")
+    max_file_bytes: int = _setting(100 * MIB, "largest file signed as fileType file")
+    max_video_bytes: int = _setting(500 * MIB, "largest file signed as fileType video")
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -309,6 +323,7 @@ class Settings:
         default_factory=RouteClassLimits, metadata={"section": "rate_limits.upload"})
     rate_limits_owned: RouteClassLimits = field(
         default_factory=RouteClassLimits, metadata={"section": "rate_limits.owned"})
+    uploads: UploadsSettings = field(default_factory=UploadsSettings)
 
     @property
     def llm_enabled(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,12 +19,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.processes import free_port, running
 
 ROLES = ("user", "assistant", "tool")
+ENGINE_KEY = "cloud-engine-key"  # the Cloud key the gateway holds (upstream.headers)
 ITEM_TYPES = ("text", "audio", "image", "doc", "pdf", "html", "email")
 
 
@@ -58,6 +60,61 @@ def _problems_with_add(body: Any) -> list[str]:
     return problems
 
 
+class FakeObjectStore:
+    """The Cloud's sign route and the presigned POST target it hands out: files kept in memory,
+    keys the Cloud's own (`mms/…`); an add may name only keys whose file arrived."""
+
+    def __init__(self) -> None:
+        self.signed: dict[str, str] = {}  # upload token -> object key
+        self.files: dict[str, bytes] = {}  # object key -> bytes
+
+    async def sign(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        listed = body.get("objectList") if isinstance(body, dict) else None
+        if not isinstance(listed, list) or not listed \
+                or request.headers.get("authorization") != f"Bearer {ENGINE_KEY}":
+            return JSONResponse({"status": 2018, "error": "objectList required",
+                                 "result": {"data": "objectList required"}})
+        out = []
+        for entry in listed:
+            token = uuid.uuid4().hex
+            key = f"mms/{uuid.uuid4().hex}/{entry['fileName']}"
+            self.signed[token] = key
+            out.append({**entry, "objectKey": key, "objectSignedInfo": {
+                "url": f"{str(request.base_url).rstrip('/')}/_s3/{token}",
+                "fields": {"key": key, "policy": "p"}, "maxSize": 10 * 1024 * 1024}})
+        return JSONResponse({"status": 0, "error": "OK", "request_id": "fake",
+                             "result": {"data": {"objectList": out}}})
+
+    async def upload(self, request: Request) -> Response:
+        key = self.signed.pop(request.path_params["token"], None)
+        form = await request.form()
+        file = form.get("file")
+        if key is None or form.get("key") != key or isinstance(file, str) or file is None:
+            return Response(status_code=403)
+        self.files[key] = await file.read()
+        return Response(status_code=204)
+
+    def problems(self, messages: Any) -> list[str]:
+        """Items whose `uri` looks like an object key the Cloud never stored."""
+        found = []
+        for message in messages if isinstance(messages, list) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for item in content if isinstance(content, list) else []:
+                uri = item.get("uri") if isinstance(item, dict) else None
+                if isinstance(uri, str) and "://" not in uri and uri not in self.files:
+                    found.append(f"uri {uri!r}: no such object")
+        return found
+
+    async def show(self, request: Request) -> JSONResponse:
+        return JSONResponse({key: len(data) for key, data in self.files.items()})
+
+    def routes(self, version: str) -> list[Route]:
+        return [Route(f"/api/{version}/object/sign", self.sign, methods=["POST"]),
+                Route("/_s3/{token}", self.upload, methods=["POST"]),
+                Route("/_objects", self.show, methods=["GET"])]
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -66,10 +123,11 @@ def _text(content: Any) -> str:
 
 def everos_cloud_app() -> Starlette:
     sessions: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    objects = FakeObjectStore()
 
     async def add(request: Request) -> JSONResponse:
         body = await request.json()
-        problems = _problems_with_add(body)
+        problems = _problems_with_add(body) or objects.problems(body.get("messages"))
         if problems:
             return JSONResponse({"detail": problems}, status_code=422)
         key = (body.get("app_id", "default"), body.get("project_id", "default"),
@@ -121,6 +179,7 @@ def everos_cloud_app() -> Starlette:
         Route("/api/v2/memory/flush", flush, methods=["POST"]),
         Route("/api/v2/memory/search", search, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
+        *objects.routes("v2"),
     ])
 
 
@@ -128,12 +187,14 @@ def everos_cloud_v1_app() -> Starlette:
     """EverOS Cloud's legacy v1 API as the 0.4.x SDK calls it: add (user_id, messages with integer
     timestamps), search (filters.user_id required), flush."""
     memories: list[dict[str, Any]] = []
+    objects = FakeObjectStore()
 
     async def add(request: Request) -> JSONResponse:
         body = await request.json()
         messages = body.get("messages")
         if not isinstance(body.get("user_id"), str) or not isinstance(messages, list) \
-                or not all(isinstance(m.get("timestamp"), int) for m in messages):
+                or not all(isinstance(m.get("timestamp"), int) for m in messages) \
+                or objects.problems(messages):
             return JSONResponse({"detail": "user_id and timestamped messages required"}, 422)
         for message in messages:
             memories.append({"user_id": body["user_id"], "session_id": body.get("session_id"),
@@ -168,6 +229,7 @@ def everos_cloud_v1_app() -> Starlette:
         Route("/api/v1/memories/search", search, methods=["POST"]),
         Route("/api/v1/memories/flush", flush, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
+        *objects.routes("v1"),
     ])
 
 

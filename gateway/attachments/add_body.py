@@ -186,3 +186,35 @@ def decode_inline(item: AttachmentItem, limit: int) -> bytes:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         raise ValidationFailed(f"{item.field}: invalid base64", field=item.field) from None
+
+
+def with_item_uris(body: Mapping[str, Any], items: list[AttachmentItem],
+                   uris: Mapping[str, str | None]) -> dict[str, Any]:
+    """A copy of an add body where each item's `uri` is `uris[item.field]`, or the item is a
+    text part naming its file when that is None (the caller's objects are never changed)."""
+    messages = list(body.get("messages") or [])
+    for item in items:
+        if item.field not in uris:
+            continue
+        uri = uris[item.field]
+        message = dict(messages[item.message])
+        if item.part == WHOLE_MESSAGE:
+            part: dict[str, Any] = message
+        elif item.part == WHOLE_CONTENT:
+            part = dict(message["content"])
+        else:
+            content = list(message["content"])
+            part = dict(content[item.part])
+        if uri is None:
+            part = {"type": "text", "text": f"Attached file: {item.name}"}
+        else:
+            part["uri"] = uri
+        if item.part == WHOLE_MESSAGE:
+            message = part
+        elif item.part == WHOLE_CONTENT:
+            message["content"] = part
+        else:
+            content[item.part] = part
+            message["content"] = content
+        messages[item.message] = message
+    return {**body, "messages": messages}

@@ -196,6 +196,17 @@ class FileStore(ABC):
         (S3 presigned URLs); None when the gateway must serve it (`/files/{token}`)."""
         return None
 
+    async def presigned_post(self, uri: str, content_type: str, max_size: int, expires_s: int
+                             ) -> tuple[str, dict[str, str]] | None:
+        """(url, fields) of a form that uploads `uri` straight to the store, when the store
+        signs its own (S3 presigned POST); None when the gateway serves the form."""
+        return None
+
+    async def stat(self, uri: str) -> tuple[int, str] | None:
+        """(size, content type) of an object uploaded straight to the store, None when missing
+        (stores without presigned forms learn of their uploads themselves)."""
+        return None
+
     async def open_store(self) -> None:
         """Connect (S3) or create the root (disk) at start-up."""
         return None

@@ -103,6 +103,10 @@ class FileLinks:
             self._secret = self._configured or stored_secret(self._root)
         return self._secret
 
+    def secret(self) -> bytes:
+        """The signing secret, also for the upload forms (gateway/attachments/objects.py)."""
+        return self._key()
+
     def _signature(self, payload: str) -> str:
         return _b64(hmac.new(self._key(), TOKEN_CONTEXT + payload.encode(), hashlib.sha256)
                     .digest())

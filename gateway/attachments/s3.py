@@ -298,6 +298,32 @@ class S3FileStore(FileStore):
             "get_object", Params=params, ExpiresIn=expires_s)
         return url
 
+    async def presigned_post(self, uri: str, content_type: str, max_size: int, expires_s: int
+                             ) -> tuple[str, dict[str, str]] | None:
+        key = self._key_of(uri)
+        if key is None or self.location(uri) is None:
+            raise NotFound("not a file of this store")
+        with _translated("a presigned POST"):
+            signed = await self.client.generate_presigned_post(
+                Bucket=self.bucket, Key=key, Fields={"Content-Type": content_type},
+                Conditions=[{"Content-Type": content_type},
+                            ["content-length-range", 0, max_size]],
+                ExpiresIn=expires_s)
+        return str(signed["url"]), {k: str(v) for k, v in signed["fields"].items()}
+
+    async def stat(self, uri: str) -> tuple[int, str] | None:
+        key = self._key_of(uri)
+        if key is None:
+            return None
+        try:
+            found = await self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if _missing(exc):
+                return None
+            with _translated("a head request"):
+                raise
+        return int(found["ContentLength"]), str(found.get("ContentType") or "")
+
     async def probe(self) -> None:
         key = self._key(f"_doctor-probe-{secrets.token_hex(8)}")  # no user folder: gc skips it
         with _translated("a probe"):

@@ -8,7 +8,7 @@ store as the request body streams in.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from python_multipart.exceptions import FormParserError
@@ -42,10 +42,16 @@ class Upload:
     fields: dict[str, str]
 
 
+# Called with the fields read so far and the file part's Content-Type when the file part begins;
+# it raises to refuse the upload before any of the file is stored.
+FileCheck = Callable[[dict[str, str], str], None]
+
+
 class _Collector:
     """python-multipart callbacks: collects fields, queues file data for the async writer."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_file: FileCheck | None = None) -> None:
+        self.on_file = on_file
         self.fields: dict[str, str] = {}
         self.file_part: _Part | None = None
         self.file_data: deque[bytes] = deque()
@@ -88,6 +94,8 @@ class _Collector:
             if self.file_part is not None:
                 raise ValidationFailed("exactly one file is accepted per upload", field="file")
             self.file_part = part
+            if self.on_file is not None:  # before the file's first byte is stored
+                self.on_file(self.fields, part.content_type)
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._in_file:
@@ -126,18 +134,20 @@ def upload_name(fields: dict[str, str], filename: str | None) -> str:
 
 
 async def receive_upload(
-    scope: Scope, receive: Receive, store: FileStore, folder: str, limit: int
+    scope: Scope, receive: Receive, store: FileStore, folder: str, limit: int, *,
+    on_file: FileCheck | None = None, name: str | None = None,
 ) -> Upload:
     """Parse the multipart body, streaming the file part into `folder` (413 past `limit`).
 
     The file is stored under the safe form of its display name as far as it is known when the
     store needs a name (an object store: at the first part; the disk: at the end); a `name`
-    field that comes after the file makes the route rename it.
+    field that comes after the file makes the route rename it. `name` fixes the stored name;
+    `on_file` checks the fields and the file's type before the file is stored.
     """
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_OVERHEAD:
         raise PayloadTooLarge(f"upload of {int(declared)} bytes exceeds the limit of {limit} bytes")
-    collector = _Collector()
+    collector = _Collector(on_file)
     callbacks = {
         name: getattr(collector, name)
         for name in ("on_part_begin", "on_header_field", "on_header_value", "on_header_end",
@@ -158,6 +168,8 @@ async def receive_upload(
             yield collector.file_data.popleft()
 
     def name_so_far() -> str:
+        if name is not None:
+            return name
         part = collector.file_part
         return safe_name(upload_name(collector.fields, part.filename if part else None))
 

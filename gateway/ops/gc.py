@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from gateway.attachments.files import Entry, FileStore, Folder
 from gateway.store import Database, file_rows, resources
 from gateway.store import attachments as attachment_store
+from gateway.store import objects as object_store
 from gateway.store.file_rows import FileRow
 
 # Mappings whose file the gateway wrote (the others name the client's URIs or ride a resource).
-OWN_FILE_SOURCES = frozenset({"memory_add_base64"})
+OWN_FILE_SOURCES = frozenset({"memory_add_base64", "memory_add_object"})
 __all__ = ["Entry", "Folder", "Plan", "RowState", "Snapshot", "collect", "plan", "report"]
 
 
@@ -36,7 +37,10 @@ class Snapshot:
     now_s: float
     folders: tuple[Folder, ...]
     rows: tuple[RowState, ...]
-    protected: frozenset[str]  # folders and files named by pending intents
+    protected: frozenset[str]  # folders and files named by pending intents or live objects
+    # Signed objects (SPEC §18) past their lifetime: their keys go; their files stay only
+    # where a mapping names them.
+    expired_objects: tuple[str, ...] = ()
 
 
 @dataclass
@@ -45,11 +49,12 @@ class Plan:
     empty_folders: list[str] = field(default_factory=list)
     vanished_resources: list[RowState] = field(default_factory=list)
     vanished_mappings: list[RowState] = field(default_factory=list)
+    expired_objects: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.orphan_files or self.empty_folders or self.vanished_resources
-                    or self.vanished_mappings)
+                    or self.vanished_mappings or self.expired_objects)
 
 
 def _protected(location: str, protected: frozenset[str]) -> bool:
@@ -58,7 +63,7 @@ def _protected(location: str, protected: frozenset[str]) -> bool:
 
 def plan(snapshot: Snapshot, grace_s: float) -> Plan:
     """What gc would do: pure, from the snapshot alone."""
-    out = Plan()
+    out = Plan(expired_objects=list(snapshot.expired_objects))
     old_before_s = snapshot.now_s - grace_s
     referenced = {state.location for state in snapshot.rows if state.location is not None}
     for folder in snapshot.folders:
@@ -96,6 +101,12 @@ async def take_snapshot(db: Database, files: FileStore, now_s: float | None = No
             location = files.location(mapping.internal_uri)
             if location is not None:
                 protected.add(location)
+    now = time.time() if now_s is None else now_s
+    for uri in await object_store.live_uris(db, int(now * 1000)):
+        location = files.location(uri)
+        if location is not None:  # its whole folder: an upload may be streaming into it
+            protected.update((location, location.rpartition("/")[0]))
+    expired = tuple(obj.id for obj in await object_store.expired(db, int(now * 1000)))
     folders = tuple(await files.object_folders())
     stored = {entry.location for folder in folders for entry in folder.files}
     states = []
@@ -104,11 +115,11 @@ async def take_snapshot(db: Database, files: FileStore, now_s: float | None = No
         exists = location is not None and (location in stored
                                            or await files.exists(row.internal_uri))
         states.append(RowState(row, location, exists))
-    return Snapshot(time.time() if now_s is None else now_s, folders, tuple(states),
-                    frozenset(protected))
+    return Snapshot(now, folders, tuple(states), frozenset(protected), expired)
 
 
 async def apply(db: Database, files: FileStore, todo: Plan) -> None:
+    await object_store.delete(db, todo.expired_objects)
     for location in todo.orphan_files:
         await files.remove_file(location)
     for folder in todo.empty_folders:
@@ -133,6 +144,7 @@ def report(todo: Plan, grace_s: float, dry_run: bool) -> list[str]:
               for s in todo.vanished_resources]
     lines += [f"{mark} mapping {s.row.id} of {s.row.user_id}: {s.location} is missing"
               for s in todo.vanished_mappings]
+    lines += [f"{remove} expired object {object_id}" for object_id in todo.expired_objects]
     return lines
 
 

@@ -22,11 +22,14 @@ from gateway.routes import (
     resolve,
     resources,
     tool_calls,
+    uploads,
 )
 from gateway.upstream.flavors import flavor_for
 
-PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}"}
-PUBLIC_PREFIXES: tuple[str, ...] = files.PUBLIC_PREFIXES  # paths under these need no key either
+PUBLIC_PATHS = health.PUBLIC_PATHS | operations.PUBLIC_PATHS | {"/files/{token}",
+                                                                  "/uploads/{token}"}
+# Paths under these need no key either (the token in the path is the credential).
+PUBLIC_PREFIXES: tuple[str, ...] = (*files.PUBLIC_PREFIXES, *uploads.PUBLIC_PREFIXES)
 
 # Paths under these prefixes are the gateway's own: an unknown one is a 404, never proxied.
 OWNED_PREFIXES: tuple[str, ...] = (
@@ -39,6 +42,7 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/tools",
     "/attachments",
     "/files",
+    "/uploads",
 )
 
 
@@ -50,4 +54,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
         *attachments.routes, *files.routes, *admin.routes,
+        *uploads.upload_routes(flavor.name),
     ]

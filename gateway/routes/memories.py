@@ -22,8 +22,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import jsonio
-from gateway.attachments import intents
-from gateway.attachments.add_body import AttachmentItem, attachment_items, decode_inline
+from gateway.attachments import intents, objects
+from gateway.attachments.add_body import (
+    AttachmentItem,
+    attachment_items,
+    decode_inline,
+    with_item_uris,
+)
 from gateway.attachments.fetch_guard import item_uris
 from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
@@ -37,6 +42,7 @@ from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.search.items import DERIVED_CONTENT_MARKERS
 from gateway.services import Services, request_id, services
 from gateway.store.attachments import Intent, new_mapping
+from gateway.store.objects import UploadedObject
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_for
 from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import AddScope, everos_scope
@@ -52,6 +58,7 @@ ADD_PATH = "/memories/add"
 SEARCH_PATH = "/memories/search"
 SOURCE_URI = "memory_add_uri"
 SOURCE_BASE64 = "memory_add_base64"
+SOURCE_OBJECT = "memory_add_object"
 # The gateway's own add and search, under the same identity policy as every engine route.
 OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD, model=models.OWN_ADD)
 OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH, model=models.OWN_SEARCH)
@@ -145,8 +152,11 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         scope, items = dialect.add_scope(payload), dialect.attachments(payload)
     else:
         scope, items = everos_scope(payload), attachment_items(payload)
-    check_uris(items, caller, svc.settings.storage)
-    await svc.fetch_guard.check(item_uris(items))
+    # Object keys the caller signed and uploaded (SPEC §18): 422 unless they are the caller's.
+    named_objects = await objects.named_objects(svc.db, svc.files, caller, items)
+    others = [item for item in items if item.field not in named_objects]
+    check_uris(others, caller, svc.settings.storage)
+    await svc.fetch_guard.check(item_uris(others))
     add_path = path or svc.settings.upstream.add_path
     limit = svc.settings.limits.max_inline_file_bytes
     # Validate and decode everything before any work is done (413 / 422, nothing written).
@@ -154,9 +164,11 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
     if entry.claims and named.of(GROUP, CUBE):
         # Sessions are claimed with the add's intent; groups and cubes once the add is valid.
         await svc.rules.claim(named.only(GROUP, CUBE), caller)
+    if named_objects:
+        payload, items = await _hand_objects(svc, dialect, payload, items, named_objects)
     session_id = scope.session_id
     if session_id is None:
-        outgoing = _outgoing(dialect, native, payload, caller, items)
+        outgoing = _outgoing(dialect, native, payload, caller, items, bool(named_objects))
         await _claim_written(svc, caller, native, add_path, outgoing)
         return relayed(*await _forward(request, svc, caller, add_path, raw, outgoing))
     app_id, project_id = scope.app_id, scope.project_id
@@ -167,6 +179,11 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         common = dict(user_id=caller, app_id=app_id, project_id=project_id,
                       session_id=session_id, name=item.name, content_type=item.content_type,
                       mapping_id=mapping_id)
+        if item.field in named_objects:  # the stored file, the gateway's own
+            obj = named_objects[item.field]
+            intent.mappings.append(new_mapping(**common, internal_uri=obj.internal_uri,
+                                               source=SOURCE_OBJECT, sha256=obj.sha256))
+            continue
         if item.uri is not None:
             intent.mappings.append(new_mapping(**common, internal_uri=item.uri, source=SOURCE_URI))
             continue
@@ -183,7 +200,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         if svc.links.access == URL_ACCESS:  # an engine off the gateway's disk: a signed link
             url = await svc.links.signed_url(internal_uri, item.name, item.content_type)
             items[index] = replace(item, url=url)
-    outgoing = _outgoing(dialect, native, payload, caller, items)
+    outgoing = _outgoing(dialect, native, payload, caller, items, bool(named_objects))
     await _claim_written(svc, caller, native, add_path, outgoing)
     async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
@@ -204,11 +221,32 @@ async def _claim_written(svc: Services, caller: str, native: bool, path: str,
 
 
 def _outgoing(dialect: Dialect, native: bool, payload: dict[str, Any], caller: str,
-              items: list[AttachmentItem]) -> dict[str, Any] | None:
-    """The engine's payload for an add, or None to forward the client's bytes unchanged."""
+              items: list[AttachmentItem], rewritten: bool = False) -> dict[str, Any] | None:
+    """The engine's payload for an add, or None to forward the client's bytes unchanged
+    (never when `rewritten`: the gateway replaced object keys in `payload`)."""
     if native:
-        return dialect.with_file_names(payload, items) if dialect.names_files and items else None
-    return dialect.add_payload(payload, caller, items)
+        made = dialect.with_file_names(payload, items) if dialect.names_files and items else None
+    else:
+        made = dialect.add_payload(payload, caller, items)
+    return payload if made is None and rewritten else made
+
+
+async def _hand_objects(svc: Services, dialect: Dialect, payload: dict[str, Any],
+                        items: list[AttachmentItem], named_objects: dict[str, UploadedObject]
+                        ) -> tuple[dict[str, Any], list[AttachmentItem]]:
+    """The add body with each object key replaced by what the engine can read (SPEC §18), and
+    the items named and typed as signed."""
+    uris: dict[str, str | None] = {}
+    handed: dict[str, str | None] = {}  # by object id: one named twice is handed over once
+    for item in items:
+        if (obj := named_objects.get(item.field)) is not None:
+            if obj.id not in handed:
+                handed[obj.id] = await objects.for_engine(
+                    obj, dialect.sign_path, svc.upstream.call_json, svc.links, svc.db)
+            uris[item.field] = handed[obj.id]
+    items = [replace(item, name=obj.file_name, content_type=obj.content_type)
+             if (obj := named_objects.get(item.field)) is not None else item for item in items]
+    return with_item_uris(payload, items, uris), items
 
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,

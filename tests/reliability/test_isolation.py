@@ -170,6 +170,17 @@ PROBES += [
     p("GET", "/admin/audit", 404, code=ADMIN),
 ]
 
+# The EverOS SDKs' sign routes sign bob's own objects; alice's object key names nothing for
+# him, and an upload form opens only with a token the gateway signed (no key needed).
+PROBES += [
+    *(p("POST", path, 200, lambda ids: {"objectList": [
+        {"fileId": "b", "fileName": "b.png", "fileType": "image"}]})
+      for path in ("/api/v2/object/sign", "/api/v1/object/sign")),
+    p("POST", "/api/v2/memory/add", 422, lambda ids: {"session_id": "bob-object", "messages": [
+        {"role": "user", "sender_id": "bob", "timestamp": 1764547200000, "content": [
+            {"type": "image", "uri": ids["object_key"]}]}]}, "object_key_not_found"),
+    p("POST", "/uploads/{token}", 404, code=NOT_FOUND, path="/uploads/{attachment_id}"),
+]
 # Engine paths the gateway does not own but checks (SPEC §3): refused, nothing forwarded.
 PROXY_PROBES: list[Probe] = [
     p("POST", "/api/v2/memory/get", 403, get_as("alice"), FORBIDDEN),
@@ -199,6 +210,14 @@ async def alices_world(alice: httpx.AsyncClient) -> dict[str, str]:
     resource = await ok(await alice.post(
         "/resources", files={"file": (f"{SECRET}-photo.png", PNG + SECRET.encode(), "image/png")}))
     ids["resource_id"] = resource["id"]
+    # An object alice signed and uploaded as the EverOS SDKs do (SPEC §18), never added.
+    signed = await ok(await alice.post("/api/v2/object/sign", json={"objectList": [
+        {"fileId": "a", "fileName": f"{SECRET}-object.png", "fileType": "image"}]}))
+    [obj] = signed["result"]["data"]["objectList"]
+    info = obj["objectSignedInfo"]
+    assert (await alice.post(info["url"], data=info["fields"], files={
+        "file": ("o.png", PNG, "image/png")})).status_code == 204
+    ids["object_key"] = obj["objectKey"]
     await ok(await alice.post("/memories/add", json={"session_id": "alice-session", "messages": [{
         "role": "user", "sender_id": "alice", "content": [
             {"type": "text", "text": f"{SECRET} note"},

@@ -118,6 +118,10 @@ class Dialect(ABC):
     session_keys: tuple[str, ...] = ("session_id",)  # body and result keys naming a session
     # Search answers read by gateway.search.items.find_items, so the C page scanner may answer them.
     page_scan = False
+    # The engine's own sign route (EverOS Cloud): files named by object key go to the engine
+    # through it, and the engine gets its own object key (SPEC §18); None = the engine reads
+    # the gateway's file:// URI or a signed URL.
+    sign_path: str | None = None
 
     # --- engine-native bodies ---------------------------------------------------------------
 

@@ -49,6 +49,7 @@ class CloudV2(EverosV2):
 
     name = "everos-cloud-v2"
     names_files = True
+    sign_path = "/api/v2/object/sign"
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:
@@ -60,6 +61,7 @@ class CloudV1(Dialect):
 
     name = "everos-cloud-v1"
     names_files = True
+    sign_path = "/api/v1/object/sign"
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:
@@ -141,7 +143,6 @@ CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
                 note="one sender: yourself"),
     EngineRoute("PATCH", "/api/v1/senders/{sender_id}", model=models.V1_SENDER_PATCH,
                 note="rename one sender: yourself"),
-    EngineRoute("POST", "/api/v1/object/sign", note="presigned upload; names no one"),
     EngineRoute("GET", "/api/v1/tasks/{task_id}", model=models.V1_TASK,
                 note="an async add's status by its task id; no content"),
 )
@@ -155,7 +156,6 @@ CLOUD_V2_ROUTES: tuple[EngineRoute, ...] = (
                 note="delete one owner's memories"),
     EngineRoute("POST", "/api/v2/memory/edit", model=models.V2_EDIT,
                 note="edit one user's profile"),
-    EngineRoute("POST", "/api/v2/object/sign", note="presigned upload; names no one"),
 )
 # EverMemOS v0 (the `evermemos` SDK), which the Cloud still serves: one message per add,
 # `sender` the owner and `group_id` the conversation; reads by query string (or a GET body).
