@@ -7,11 +7,13 @@ Filename matchers are built once per (user, session) and reused until the sessio
 `mappings_version` (bumped by database triggers on every mapping change) moves; only then are
 that session's mappings read again. Each matcher has a C twin for the page scanner
 (gateway/search/page_scan.py). Matching is linear in the bytes of `raw`
-(gateway/search/matching.py).
+(gateway/search/matching.py); a session with many or long names has its matchers built in a
+worker thread, so building them never holds the event loop for long.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,9 @@ from gateway.store.database import Database
 
 CACHE_SESSIONS = 4096
 CACHE_LOOKUPS = 1024
+# Sessions whose names add up to this many characters have their matchers built in a worker
+# thread (the Python automaton costs about 1 µs a character to build).
+INLINE_NAME_CHARS = 4096
 
 
 def result_type(content_type: str) -> str:
@@ -143,8 +148,12 @@ class AttachmentIndex:
         if stale:
             rows = await store.live_mappings(self._db, user_id, stale)
             for session_id in stale:
-                built = _build(versions[session_id], rows.get(session_id, []),
-                               self._download_url)
+                session_rows = rows.get(session_id, [])
+                args = (versions[session_id], session_rows, self._download_url)
+                if sum(len(row["name"]) for row in session_rows) < INLINE_NAME_CHARS:
+                    built = _build(*args)
+                else:
+                    built = await asyncio.to_thread(_build, *args)
                 matchers[session_id] = built
                 self._remember((user_id, session_id), built)
         return frozenset(foreign), matchers
