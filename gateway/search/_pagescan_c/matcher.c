@@ -7,7 +7,7 @@
    a full row of transitions; the deeper ones keep their trie edges (most have one) and a failure
    link. Reporting walks a state's chain of suffixes that end names and stops at the first name
    already found in the item (everything after it was found with it), so each name costs once
-   per item. Long strings are matched without the GIL. */
+   per item. Items with many bytes are matched without the GIL. */
 
 #include "pagescan.h"
 
@@ -17,7 +17,7 @@
    full rows, and few enough to stay in the cache) */
 #define DENSE_CELLS 4096
 #define MAX_DENSE_CELLS 65536
-/* strings at least this long are matched with the GIL released */
+/* an item's strings are matched with the GIL released from this many bytes on */
 #define NOGIL_BYTES 16384
 
 static void marks_free(Marks *marks) {
@@ -331,6 +331,7 @@ static int cmp_index(const void *a, const void *b) {
 }
 
 static uint64_t render_stamp = 0;
+#define FEW_STRINGS 64 /* an item's strings, listed on the stack up to this many */
 
 /* Append the item's attachments as a JSON array; count them. -1 on a Python error. */
 int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_t *count) {
@@ -345,42 +346,49 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
         m->busy = 1;
     }
     int status = -1;
-    Py_ssize_t n_hits = 0;
-    for (Py_ssize_t k = 0; k < item->str_count; k++) {
+    Py_ssize_t n_hits = 0, n_strs = item->str_count, total = 0;
+    /* strings holding escapes or non-ASCII text are decoded and lower-cased with Python's
+       rules first; then every string is matched, without the GIL when there are many bytes */
+    PyObject **lowered = NULL;
+    const unsigned char *few_texts[FEW_STRINGS], **texts = few_texts;
+    Py_ssize_t few_lens[FEW_STRINGS], *lens = few_lens;
+    if (n_strs > FEW_STRINGS) {
+        texts = PyMem_RawMalloc((size_t)n_strs * sizeof(*texts));
+        lens = PyMem_RawMalloc((size_t)n_strs * sizeof(*lens));
+    }
+    if (!texts || !lens) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_strs; k++) {
         Span sp = page->strs[item->str_first + k];
         if (!(sp.flags & (F_ESC | F_NONASCII))) {
-            const unsigned char *text = page->s + sp.start;
-            Py_ssize_t len = sp.end - sp.start;
-            if (len >= NOGIL_BYTES) {
-                Py_BEGIN_ALLOW_THREADS
-                n_hits = find_names(m, text, len, 1, marks, stamp, n_hits);
-                Py_END_ALLOW_THREADS
-            } else {
-                n_hits = find_names(m, text, len, 1, marks, stamp, n_hits);
-            }
+            texts[k] = page->s + sp.start;
+            lens[k] = sp.end - sp.start;
+            total += lens[k];
             continue;
         }
-        /* escapes or non-ASCII text: decode, lower-case with Python's rules, then look */
+        if (!lowered) {
+            lowered = PyMem_RawCalloc((size_t)n_strs, sizeof(PyObject *));
+            if (!lowered) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
         PyObject *text = decode_str(page->s, sp, scratch);
         if (!text) goto done;
-        PyObject *lowered = PyObject_CallMethod(text, "lower", NULL);
+        lowered[k] = PyObject_CallMethod(text, "lower", NULL);
         Py_DECREF(text);
-        if (!lowered) goto done;
-        Py_ssize_t len;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(lowered, &len);
-        if (!utf8) {
-            Py_DECREF(lowered);
-            goto done;
-        }
-        if (len >= NOGIL_BYTES) {
-            Py_BEGIN_ALLOW_THREADS
-            n_hits = find_names(m, (const unsigned char *)utf8, len, 0, marks, stamp, n_hits);
-            Py_END_ALLOW_THREADS
-        } else {
-            n_hits = find_names(m, (const unsigned char *)utf8, len, 0, marks, stamp, n_hits);
-        }
-        Py_DECREF(lowered);
+        if (!lowered[k]) goto done;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(lowered[k], &lens[k]);
+        if (!utf8) goto done;
+        texts[k] = (const unsigned char *)utf8;
+        total += lens[k];
     }
+    PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t k = 0; k < n_strs; k++)
+        n_hits = find_names(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp, n_hits);
+    if (released) PyEval_RestoreThread(released);
     if (PUT_LIT(out, "[") < 0) goto done;
     qsort(marks->hits, (size_t)n_hits, sizeof(Py_ssize_t), cmp_index);
     int first = 1;
@@ -401,6 +409,12 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     }
     status = PUT_LIT(out, "]");
 done:
+    if (lowered) {
+        for (Py_ssize_t k = 0; k < n_strs; k++) Py_XDECREF(lowered[k]);
+        PyMem_RawFree(lowered);
+    }
+    if (texts != few_texts) PyMem_RawFree(texts);
+    if (lens != few_lens) PyMem_RawFree(lens);
     if (marks == &mine) marks_free(&mine);
     else m->busy = 0;
     return status;
