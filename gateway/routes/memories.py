@@ -40,7 +40,6 @@ from gateway.search.answers import (
     scanned_answer,
     session_ids,
 )
-from gateway.search.items import DERIVED_CONTENT_MARKERS
 from gateway.services import Services, request_id, services, user_id
 from gateway.store.attachments import Intent, new_mapping
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_for
@@ -237,9 +236,8 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
 async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, body: bytes,
                   status: int, payload: Mapping[str, Any]) -> tuple[bytes, int]:
     """The answer's bytes with other users' sessions dropped and attachments added (SPEC §9)."""
-    scanner = dialect.page_scan and svc.settings.server.native_search and (
-        # The scanner copies a text field; profiles and agent cases get theirs made in Python.
-        native or not any(marker in body for marker in DERIVED_CONTENT_MARKERS))
+    # The scanner leaves items whose content is derived (profiles, agent cases) to Python.
+    scanner = dialect.page_scan and svc.settings.server.native_search
     size = len(body)
     page = await off_loop(size, SCANNER_INLINE_BYTES, page_scan.scan, body, native
                           ) if scanner else None

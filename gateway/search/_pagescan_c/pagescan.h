@@ -78,7 +78,9 @@ static inline int buf_put(Buf *b, const void *s, Py_ssize_t n) {
 enum {
     H_ID, H_MEMORY_ID, H_EPISODE_ID, H_MESSAGE_ID, H_TYPE, H_MEMORY_TYPE, H_SESSION_ID,
     H_APP_ID, H_PROJECT_ID, H_SCORE, H_RELATIVITY, H_CREATED_AT, H_TIMESTAMP, H_EPISODE,
-    H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT, H_DESCRIPTION, H_METADATA, H_ATTACHMENTS, N_HEAD
+    H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT, H_DESCRIPTION, H_METADATA, H_ATTACHMENTS,
+    H_PROFILE_DATA, H_TASK_INTENT, /* the fields a derived content is made of (profiles, agent cases) */
+    N_HEAD
 };
 extern const char *HEAD_KEYS[N_HEAD];
 #define ALL_HEAD ((1u << N_HEAD) - 1)
