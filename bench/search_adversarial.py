@@ -13,7 +13,8 @@ Pages (each over one session's names):
 - many-dots: 2,000 names made of dotted segments ("a.b.a.b…", 40-200 characters), text of
   dots and segments (a hit at nearly every byte for an extension index);
 - long-text: the page of issue 23: one message holding a 200 KB text and 2,000 items with
-  200-character names without an extension.
+  200-character names without an extension, each starting with 150 characters of the text's
+  repeated phrase (a substring search per name goes deep at every position).
 
 Also printed: the time to build each session's matchers, and the issue's page end to end.
 With `--http`, the issue's case through real processes: a gateway in front of a fast engine
@@ -97,14 +98,20 @@ def many_dots(rng: random.Random) -> tuple[bytes, list[str]]:
     return episodes(texts), names
 
 
+# The issue's text repeats a phrase, and every name starts with 150 characters of it: a search
+# for each name at each position of the text goes 150 characters deep before it fails.
+PHRASE = "shared-report-"
+
+
 def long_text_names(rng: random.Random) -> list[str]:
     letters = "abcdefghijklmnopqrstuvwxyz0123456789-_"
-    return [f"{i:04d}-" + "".join(rng.choice(letters) for _ in range(195)) for i in range(NAMES)]
+    shared = (PHRASE * 20)[:150]
+    return [shared + f"{i:04d}" + "".join(rng.choice(letters) for _ in range(46))
+            for i in range(NAMES)]
 
 
 def long_text_body(names: list[str], rng: random.Random) -> bytes:
-    words = ["the", "user", "talked", "about", "a", "trip", "and", "shared", "notes", "files"]
-    text = " ".join(rng.choice(words) for _ in range(40_000))[:200_000]
+    text = (PHRASE * 20_000)[:200_000]
     content = [{"type": "text", "text": text}] + [
         {"type": "file", "name": name, "uri": f"https://cdn.example/{n}"}
         for n, name in enumerate(names)]

@@ -33,11 +33,13 @@ def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
 
 
 def _content() -> list[dict[str, Any]]:
+    """A 200 KB text repeating a phrase, and names that start with 150 characters of it."""
     rng = random.Random(23)
     letters = "abcdefghijklmnopqrstuvwxyz0123456789-_"
-    names = [f"{i:04d}-" + "".join(rng.choice(letters) for _ in range(195)) for i in range(NAMES)]
-    text = " ".join(rng.choice(["the", "trip", "and", "notes"]) for _ in range(50_000))[:200_000]
-    return [{"type": "text", "text": text}] + [
+    phrase = "shared-report-"
+    names = [(phrase * 20)[:150] + f"{i:04d}" + "".join(rng.choice(letters) for _ in range(46))
+             for i in range(NAMES)]
+    return [{"type": "text", "text": (phrase * 20_000)[:200_000]}] + [
         {"type": "file", "name": name, "uri": f"https://cdn.example/f/{n}"}
         for n, name in enumerate(names)]
 

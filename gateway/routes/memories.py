@@ -242,7 +242,8 @@ async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, bo
     page = await off_loop(size, SCANNER_INLINE_BYTES, page_scan.scan, body, native
                           ) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
-        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
+        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions),
+                                                              python=False)
         out, matched = await off_loop(size, SCANNER_INLINE_BYTES, scanned_answer, page, foreign,
                                       matchers)
     else:
