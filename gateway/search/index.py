@@ -6,9 +6,9 @@ which moves on every commit of any process that claims a session or changes its 
 Filename matchers are built once per (user, session) and reused until the session's
 `mappings_version` (bumped by database triggers on every mapping change) moves; only then are
 that session's mappings read again. A session has a C matcher for the page scanner
-(gateway/search/page_scan.py) and, once the Python path needs one, a Python matcher. Matching is linear in the bytes of `raw`
-(gateway/search/matching.py); a session with many or long names has its matchers built in a
-worker thread, so building them never holds the event loop for long.
+(gateway/search/page_scan.py) and, once the Python path needs one, a Python matcher. Matching
+is linear in the bytes of `raw` (gateway/search/matching.py); a session with many or long names
+has its matchers built in a worker thread, so building them never holds the event loop long.
 """
 
 from __future__ import annotations
