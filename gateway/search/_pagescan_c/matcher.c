@@ -62,14 +62,30 @@ static inline uint32_t edge(const Matcher *m, uint32_t state, uint32_t c) {
     return NO_STATE;
 }
 
-/* The automaton's move from `state` on class `c` (a DFA step: failure links followed). */
-static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
+/* The automaton's move from `state` on class `c` (a DFA step: failure links followed), while
+   it is built: states keep their depth-first numbers, and the rows are found through `row`. */
+static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) {
     for (;;) {
         const State *st = &m->states[state];
         if (st->row) return m->delta[st->row - 1 + c];
         uint32_t next = edge(m, state, c);
         if (next != NO_STATE) return next;
         state = st->fail;
+    }
+}
+
+/* A row's cell: the next state, with this bit set when that state ends a name or has a suffix
+   that does (the scan looks at nothing else on a full row) */
+#define REPORTS 0x80000000u
+
+/* The same once built: the states with rows are numbered first, so a state's row is found by
+   its number. */
+static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
+    for (;;) {
+        if (state < m->n_rows) return m->delta[(size_t)state * m->n_cls + c] & ~REPORTS;
+        uint32_t next = edge(m, state, c);
+        if (next != NO_STATE) return next;
+        state = m->states[state].fail;
     }
 }
 
@@ -176,14 +192,14 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             st->fail = 0;
             st->report = -1;
         } else {
-            st->fail = parent[s] == 0 ? 0 : step(m, m->states[parent[s]].fail, label[s]);
+            st->fail = parent[s] == 0 ? 0 : build_step(m, m->states[parent[s]].fail, label[s]);
             st->report = st->name >= 0 ? (int32_t)s : m->states[st->fail].report;
         }
         if (rows < n_rows) {
             uint32_t *row = m->delta + (size_t)rows * n_cls;
             for (uint32_t c = 0; c < n_cls; c++) {
                 uint32_t next = edge(m, s, c);
-                row[c] = next != NO_STATE ? next : (s == 0 ? 0 : step(m, st->fail, c));
+                row[c] = next != NO_STATE ? next : (s == 0 ? 0 : build_step(m, st->fail, c));
             }
             st->row = rows * n_cls + 1;
             rows++;
@@ -194,9 +210,34 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
                 queue[tail++] = m->edge_next[e];
         }
     }
+    /* renumbered: the states with rows first (breadth first), then the others depth first,
+       which keeps every such state's first child right after it (its subtree has no rows) */
+    uint32_t *renamed = parent; /* no longer needed as parents */
+    for (uint32_t k = 0; k < n_rows; k++) renamed[queue[k]] = k;
+    uint32_t deep = n_rows;
+    for (uint32_t s = 0; s < n_states; s++) {
+        if (!m->states[s].row) renamed[s] = deep++;
+    }
+    State *states = PyMem_RawCalloc(n_states, sizeof(State));
+    if (!states) goto done;
+    for (uint32_t s = 0; s < n_states; s++) {
+        State st = m->states[s];
+        st.fail = renamed[st.fail];
+        if (st.report >= 0) st.report = (int32_t)renamed[st.report];
+        st.row = 0;
+        states[renamed[s]] = st;
+    }
+    for (uint32_t e = 0; e < next_edge; e++) m->edge_next[e] = renamed[m->edge_next[e]];
+    for (size_t k = 0; k < (size_t)n_rows * n_cls; k++) {
+        uint32_t next = m->delta[k];
+        m->delta[k] = renamed[next] | (m->states[next].report >= 0 ? REPORTS : 0);
+    }
+    PyMem_RawFree(m->states);
+    m->states = states;
+    m->n_rows = n_rows;
     for (int fold = 0; fold < 2; fold++) {
         for (int b = 0; b < 256; b++)
-            m->root_moves[fold][b] = m->delta[fold ? m->cls_fold[b] : m->cls[b]] != 0;
+            m->root_moves[fold][b] = (m->delta[fold ? m->cls_fold[b] : m->cls[b]] & ~REPORTS) != 0;
     }
     status = 0;
 done:
@@ -299,6 +340,7 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     const uint8_t *cls = fold ? m->cls_fold : m->cls, *moves = m->root_moves[fold];
     const uint32_t *delta = m->delta;
     const State *states = m->states;
+    const uint32_t n_rows = m->n_rows, n_cls = m->n_cls;
     uint32_t state = 0;
     Py_ssize_t i = 0;
     while (i < len) {
@@ -311,8 +353,13 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             state = 0;
             continue;
         }
-        const State *st = &states[state];
-        state = st->row ? delta[st->row - 1 + c] : step(m, state, c);
+        if (state < n_rows) { /* one load: the row's cell says whether to look at the state */
+            uint32_t next = delta[(size_t)state * n_cls + c];
+            state = next & ~REPORTS;
+            if (!(next & REPORTS)) continue;
+        } else {
+            state = step(m, state, c);
+        }
         int32_t found = states[state].report;
         while (found >= 0) {
             int32_t name = states[found].name;

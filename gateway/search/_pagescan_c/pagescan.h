@@ -145,15 +145,15 @@ typedef struct {
     PyObject *sessions;
 } Page;
 
-/* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). States are
-   numbered depth first (a state's first child is the next state, so walking down a name reads
-   memory in order); the shallowest states, taken breadth first, also have a full row of
-   transitions, where ordinary text spends its time. */
+/* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). The
+   shallowest states, taken breadth first, have a full row of transitions (where ordinary text
+   spends its time) and come first; the others are numbered depth first after them (a state's
+   first child is the next state, so walking down a name reads memory in order). */
 typedef struct {
     uint32_t fail;      /* the longest proper suffix that is a state */
     int32_t report;     /* the deepest state ending a name among it and its suffixes, -1 = none */
     int32_t name;       /* the name it ends, -1 = none */
-    uint32_t row;       /* its row's offset in `delta` + 1, 0 = none */
+    uint32_t row;       /* while built: its row's offset in `delta` + 1, 0 = none */
     uint32_t edges;     /* its children after the first, in `edge_cls` / `edge_next` */
     uint16_t n_edges;   /* children in all */
     uint8_t first_cls;  /* the class of its first child (the next state) */
@@ -174,6 +174,7 @@ typedef struct {
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
     uint32_t n_cls, n_states;
+    uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k * n_cls] */
     State *states;
     uint32_t *delta;       /* rows of n_cls next states */
     uint8_t *edge_cls;
