@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway import jsonio
+from gateway.search import page_scan
+from gateway.search.answers import scanned_answer
+from gateway.search.index import _build
 from gateway.search.matching import FilenameMatcher, searchable_text, walk_strings
 
 json_values = st.recursive(
@@ -79,3 +84,61 @@ def test_a_name_holding_nul_never_matches() -> None:
     matcher = FilenameMatcher(["a\x00b.png", "c.png"])
     assert matcher.find(searchable_text(["a", "b.png c.png"])) == {"c.png"}
     assert matcher.find(searchable_text(["a\x00b.png"])) == set()
+
+
+# --- the automaton: the Python matcher, the C matcher and the naive definition agree ----------
+
+# Few letters, so names overlap, nest and share prefixes and suffixes; dots, so names have
+# one extension, several or none; non-ASCII, whose lower case differs in length ("İ").
+tight = "abAB.-é图İ"
+tight_names = st.text(alphabet=tight + "\x00", min_size=0, max_size=12)
+
+
+def _scanned_names(names: list[str], strings: list[str], ensure_ascii: bool) -> set[str] | None:
+    """The names the C page scanner attaches to one item holding `strings`."""
+    rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+            for n, name in enumerate(names)]
+    matchers = {"s1": _build(1, rows)}
+    body = json.dumps({"results": [{"session_id": "s1", "text": strings[:1], "more": strings[1:]}]},
+                      ensure_ascii=ensure_ascii).encode()
+    page = page_scan.scan(body, False)
+    if page is None:
+        return None
+    out, _ = scanned_answer(page, set(), matchers)
+    return {a["name"].lower() for a in jsonio.loads(out)["results"][0]["attachments"]}
+
+
+def _naive(names: list[str], strings: list[str]) -> set[str]:
+    lowered = [s.lower() for s in strings]
+    return {n.lower() for n in names
+            if n.lower() and "\x00" not in n.lower() and any(n.lower() in s for s in lowered)}
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(tight_names, max_size=10),
+       st.lists(st.text(alphabet=tight, max_size=60) | tight_names, min_size=1, max_size=5),
+       st.booleans(), st.data())
+def test_python_and_c_matchers_agree_with_the_naive_definition(
+    names: list[str], strings: list[str], ensure_ascii: bool, data: st.DataObject
+) -> None:
+    # texts that hold some of the names, glued to each other and to stray characters
+    if names:
+        glued = data.draw(st.lists(st.sampled_from(names) | st.text(alphabet=tight, max_size=3),
+                                   max_size=8))
+        strings = [*strings, "".join(glued)]
+    walked = [*strings, "s1"]  # the item's session id is one of its strings too
+    expected = _naive(names, walked)
+    assert FilenameMatcher(names).find(searchable_text(walked)) == expected
+    if page_scan.AVAILABLE:
+        distinct = sorted({n.lower() for n in names})  # what a session's matcher is built from
+        assert _scanned_names(distinct, strings, ensure_ascii) == expected
+
+
+def test_names_without_an_extension_long_and_nested_are_all_found() -> None:
+    names = ["a" * k for k in range(1, 60)] + ["b" * 200, "ab" * 50, "a.b.c.d", "c.d", "d"]
+    text = "x" + "a" * 70 + "y" + "ab" * 60 + "a.b.c.d"
+    expected = _naive(names, [text, "s1"])
+    assert FilenameMatcher(names).find(searchable_text([text, "s1"])) == expected
+    assert _scanned_names(names, [text], True) in (None, expected)
+    assert "b" * 200 not in expected and "a" * 59 in expected and "c.d" in expected

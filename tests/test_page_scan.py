@@ -846,3 +846,18 @@ def test_pretty_printed_bodies_give_the_same_answer(native: bool) -> None:
     compact = _answer(json.dumps(page, separators=(",", ":")), native)
     assert _answer(json.dumps(page, indent=2), native) == compact
     assert _answer(json.dumps(page, indent=2, ensure_ascii=False), native) == compact
+
+
+@needs_scanner
+@pytest.mark.parametrize("fields", [
+    {"profile_data": {"summary": "likes sunset.png"}}, {"profile_data": {"x": 1}},
+    {"task_intent": "send photo.png", "approach": "attach it"},
+    {"profile\\u005fdata": {"summary": "escaped key"}},
+])
+def test_items_whose_content_is_derived_are_left_to_python(fields: dict[str, Any]) -> None:
+    item = json.dumps({"session_id": "s1", **fields}).replace("\\\\u005f", "\\u005f")
+    body = ('{"data":{"profiles":[' + item + ']}}').encode()
+    assert page_scan.scan(body, False) is None  # the Python path makes the content
+    assert agree(body, True, set(), _matchers())  # the engine's own shape has no content
+    with_text = ('{"data":{"profiles":[' + item[:-1] + ',"text":"see photo.png"}]}}').encode()
+    assert agree(with_text, False, set(), _matchers())  # a text field of its own: no need

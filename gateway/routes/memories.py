@@ -38,8 +38,14 @@ from gateway.identity import acting
 from gateway.ids import new_id
 from gateway.routes.common import MAX_BODY_DEPTH, api, body_bytes, nesting_exceeds, relayed
 from gateway.search import page_scan
-from gateway.search.answers import python_answer, scanned_answer, session_ids
-from gateway.search.items import DERIVED_CONTENT_MARKERS
+from gateway.search.answers import (
+    PYTHON_INLINE_BYTES,
+    SCANNER_INLINE_BYTES,
+    off_loop,
+    python_answer,
+    scanned_answer,
+    session_ids,
+)
 from gateway.services import Services, request_id, services
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.objects import UploadedObject
@@ -269,23 +275,27 @@ async def _search(request: Request, dialect: Dialect, native: bool, path: str | 
 async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, body: bytes,
                   status: int, payload: Mapping[str, Any]) -> tuple[bytes, int]:
     """The answer's bytes with other users' sessions dropped and attachments added (SPEC §9)."""
-    scanner = dialect.page_scan and svc.settings.server.native_search and (
-        # The scanner copies a text field; profiles and agent cases get theirs made in Python.
-        native or not any(marker in body for marker in DERIVED_CONTENT_MARKERS))
-    page = page_scan.scan(body, native) if scanner else None
+    # The scanner leaves items whose content is derived (profiles, agent cases) to Python.
+    scanner = dialect.page_scan and svc.settings.server.native_search
+    size = len(body)
+    page = await off_loop(size, SCANNER_INLINE_BYTES, page_scan.scan, body, native
+                          ) if scanner else None
     if page is not None:  # the C scanner read it: the same answer, without Python objects
-        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions))
-        out, matched = scanned_answer(page, foreign, matchers)
+        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions),
+                                                              python=False)
+        out, matched = await off_loop(size, SCANNER_INLINE_BYTES, scanned_answer, page, foreign,
+                                      matchers)
     else:
         try:
-            answer = jsonio.loads(body)
+            answer = await off_loop(size, PYTHON_INLINE_BYTES, jsonio.loads, body)
         except ValueError:
             raise UpstreamBadResponse(
                 f"upstream search answer is not JSON (status {status}, {len(body)} bytes)"
             ) from None
         items = dialect.find_items(answer)
         foreign, matchers = await svc.attachment_index.lookup(caller, session_ids(items))
-        out, matched = python_answer(answer, items, native, foreign, matchers)
+        out, matched = await off_loop(size, PYTHON_INLINE_BYTES, python_answer, answer, items,
+                                      native, foreign, matchers)
     return out, matched
 
 

@@ -5,13 +5,16 @@ Two ways to the same bytes' meaning: `python_answer` over parsed items
 scanner read (gateway/search/page_scan.py), used for EverOS-shaped answers when it was built.
 Both are pure: the caller reads the sessions' owners and matchers between finding the sessions
 and answering. `filtered_answer` does all three for a passed-through read (EverMemOS v0).
+`off_loop` runs the work on a big page in a worker thread, so no search holds the event loop
+for more than a few milliseconds (SPEC §13).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway import jsonio
 from gateway.errors import UpstreamBadResponse
@@ -20,6 +23,20 @@ from gateway.search.items import FoundItem, drop, result
 
 Scope = tuple[str, str, str]  # (app_id, project_id, session_id)
 ItemsOf = Callable[[Any], list[FoundItem]]
+T = TypeVar("T")
+
+# Pages from this many bytes on are read and matched in a worker thread: about 1 ms of work on
+# the C scanner (which also matches long strings without the GIL), about 2 ms on the Python
+# path (bench/search_adversarial.py). Below, a thread hop would cost more than it saves.
+SCANNER_INLINE_BYTES = 512 * 1024
+PYTHON_INLINE_BYTES = 32 * 1024
+
+
+async def off_loop(size: int, inline_bytes: int, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`, in a worker thread when `size` bytes are at least `inline_bytes`."""
+    if size < inline_bytes:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
 
 
 def session_ids(items: Sequence[FoundItem]) -> list[str]:
@@ -55,7 +72,8 @@ async def filtered_answer(
         gone = {id(item) for item in others}
         items = [item for item in items if id(item) not in gone]
     foreign, matchers = await index.lookup(caller, session_ids(items))
-    out, _ = python_answer(answer, items, True, foreign, matchers)
+    out, _ = await off_loop(len(body), PYTHON_INLINE_BYTES, python_answer, answer, items, True,
+                            foreign, matchers)
     return out
 
 

@@ -5,13 +5,15 @@ no session changed since the same sessions were looked up (the database's "sessi
 which moves on every commit of any process that claims a session or changes its mappings).
 Filename matchers are built once per (user, session) and reused until the session's
 `mappings_version` (bumped by database triggers on every mapping change) moves; only then are
-that session's mappings read again. Each matcher has a C twin for the page scanner
-(gateway/search/page_scan.py). Matching is linear in the bytes of `raw`
-(gateway/search/matching.py).
+that session's mappings read again. A session has a C matcher for the page scanner
+(gateway/search/page_scan.py) and, once the Python path needs one, a Python matcher. Matching
+is linear in the bytes of `raw` (gateway/search/matching.py); a session with many or long names
+has its matchers built in a worker thread, so building them never holds the event loop long.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,9 @@ from gateway.store.database import Database
 
 CACHE_SESSIONS = 4096
 CACHE_LOOKUPS = 1024
+# Sessions whose names add up to this many characters have their matchers built in a worker
+# thread (the Python automaton costs about 1 µs a character to build).
+INLINE_NAME_CHARS = 4096
 
 
 def result_type(content_type: str) -> str:
@@ -36,16 +41,19 @@ def result_type(content_type: str) -> str:
 @dataclass(frozen=True)
 class SessionMatcher:
     version: int
-    matcher: FilenameMatcher
+    # the Python path's matcher; None when built for the C page scanner alone (it costs about
+    # as much to build as the page scanner's, in Python, for a session of long names)
+    matcher: FilenameMatcher | None
     by_name: dict[str, list[dict[str, str]]]  # lower-cased name -> attachments with that name
     native: Any = None  # the same, for the C page scanner (gateway/search/page_scan.py)
 
     def attachments_in(self, raw: Any) -> list[dict[str, str]]:
-        if not self.matcher:
+        matcher = self.matcher if self.matcher is not None else FilenameMatcher(self.by_name)
+        if not matcher:
             return []
         seen: set[str] = set()
         found: list[dict[str, str]] = []
-        for name in sorted(self.matcher.find(searchable_text(raw))):
+        for name in sorted(matcher.find(searchable_text(raw))):
             for attachment in self.by_name[name]:
                 if attachment["internal_uri"] not in seen:
                     seen.add(attachment["internal_uri"])
@@ -61,8 +69,10 @@ def _no_url(attachment_id: str) -> str | None:
     return None
 
 
-def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_url
-           ) -> SessionMatcher:
+def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_url,
+           python: bool = True) -> SessionMatcher:
+    """A session's matchers: the C page scanner's (when built), and the Python path's when
+    `python` (or when there is no C one)."""
     by_name: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         attachment = {"type": result_type(row["content_type"]), "name": row["name"],
@@ -72,7 +82,9 @@ def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_ur
         if url is not None:
             attachment["url"] = url
         by_name.setdefault(row["name"].lower(), []).append(attachment)
-    return SessionMatcher(version, FilenameMatcher(by_name), by_name, _native(by_name))
+    native = _native(by_name)
+    matcher = FilenameMatcher(by_name) if python or native is None else None
+    return SessionMatcher(version, matcher, by_name, native)
 
 
 def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
@@ -103,26 +115,28 @@ class AttachmentIndex:
         # Whole lookups, kept while the database's "sessions" generation stands still (no
         # session claimed or changed by anyone since): a page of the same sessions then costs
         # no query at all.
-        self._lookups: dict[tuple[str, tuple[str, ...]], Lookup] = {}
+        self._lookups: dict[tuple[str, tuple[str, ...], bool], Lookup] = {}
         self._lookups_version = -1
 
-    async def lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
-        """Sessions owned by others (app, project, session), and a matcher per own session."""
+    async def lookup(self, user_id: str, session_ids: Sequence[str], python: bool = True
+                     ) -> Lookup:
+        """Sessions owned by others (app, project, session), and a matcher per own session;
+        `python=False`: for the C page scanner, whose matchers are then all that is built."""
         version = self._db.generation("sessions")
         if version != self._lookups_version:
             self._lookups.clear()
             self._lookups_version = version
-        key = (user_id, tuple(session_ids))
+        key = (user_id, tuple(session_ids), python)
         found = self._lookups.get(key)
         if found is None:
-            found = await self._lookup(user_id, session_ids)
+            found = await self._lookup(user_id, session_ids, python)
             if len(self._lookups) >= CACHE_LOOKUPS:
                 self._lookups.clear()
             if self._db.generation("sessions") == version:  # nothing changed meanwhile
                 self._lookups[key] = found
         return found
 
-    async def _lookup(self, user_id: str, session_ids: Sequence[str]) -> Lookup:
+    async def _lookup(self, user_id: str, session_ids: Sequence[str], python: bool) -> Lookup:
         owners = await store.session_versions(self._db, session_ids)
         foreign: set[tuple[str, str, str]] = set()
         versions: dict[str, int] = {}
@@ -135,7 +149,8 @@ class AttachmentIndex:
         stale: list[str] = []
         for session_id, version in versions.items():
             cached = self._cache.get((user_id, session_id))
-            if cached is not None and cached.version == version:
+            if (cached is not None and cached.version == version
+                    and (cached.matcher is not None or not python)):
                 self._cache.move_to_end((user_id, session_id))
                 matchers[session_id] = cached
             else:
@@ -143,8 +158,12 @@ class AttachmentIndex:
         if stale:
             rows = await store.live_mappings(self._db, user_id, stale)
             for session_id in stale:
-                built = _build(versions[session_id], rows.get(session_id, []),
-                               self._download_url)
+                session_rows = rows.get(session_id, [])
+                args = (versions[session_id], session_rows, self._download_url, python)
+                if sum(len(row["name"]) for row in session_rows) < INLINE_NAME_CHARS:
+                    built = _build(*args)
+                else:
+                    built = await asyncio.to_thread(_build, *args)
                 matchers[session_id] = built
                 self._remember((user_id, session_id), built)
         return frozenset(foreign), matchers

@@ -45,58 +45,90 @@ def searchable_text(raw: object) -> str:
     return "\x00".join(walk_strings(raw)).lower()
 
 
+# A trie edge's key: the character's code point shifted past every state number, or'ed with the
+# state (the state in the low bits, which Python's dict hashes by)
+SHIFT = 32
+
+
 class FilenameMatcher:
     """Finds which of a set of filenames occur (case-insensitively) in a text.
 
-    Cost is linear in the text: names are indexed by their extension and length; one regular
-    expression scan finds every ".ext" occurrence, and each is checked against the few name
-    lengths known for that extension. Only names without an extension fall back to a substring
-    search.
+    An Aho-Corasick automaton over all the names, so the cost is linear in the text whatever
+    the names are (with or without an extension, long, many, overlapping), plus one step per
+    name found. At the root, a regular expression skips to the next character that starts a
+    name. A state's chain of names ending where it ends is walked only until a name already
+    found: the rest of that chain was found with it. The trie's edges are one dict of ints
+    (one dict per state would cost as much in the garbage collector as in the build).
     """
 
     def __init__(self, names: Iterable[str]) -> None:
-        self._by_ext: dict[str, list[tuple[int, set[str]]]] = {}
-        self._plain: set[str] = set()
-        lengths: dict[str, dict[int, set[str]]] = {}
+        goto: dict[int, int] = {}
+        children: list[list[int]] = [[]]
+        ends: list[str | None] = [None]
         for name in names:
             lowered = name.lower()
-            if "\x00" in lowered:
+            if not lowered or "\x00" in lowered:
                 continue  # never matches: a NUL cannot be told from the break between strings
-            stem, dot, ext = lowered.rpartition(".")
-            if not dot or not ext or not stem:
-                if lowered:
-                    self._plain.add(lowered)
-                continue
-            lengths.setdefault("." + ext, {}).setdefault(len(lowered), set()).add(lowered)
-        self._by_ext = {ext: sorted(by_length.items()) for ext, by_length in lengths.items()}
-        # Keys are "." + the last dot-free segment, so two occurrences never overlap; where one
-        # key is a prefix of another (".p", ".png") both are checked at the hit below.
-        alternatives = sorted(self._by_ext, key=len, reverse=True)
-        self._scan = (
-            re.compile("|".join(re.escape(ext) for ext in alternatives)) if alternatives else None
-        )
-        self._single = len(self._by_ext) == 1
+            state = 0
+            for char in lowered:
+                key = ord(char) << SHIFT | state
+                following = goto.get(key)
+                if following is None:
+                    following = goto[key] = len(ends)
+                    children[state].append(key)
+                    children.append([])
+                    ends.append(None)
+                state = following
+            ends[state] = lowered
+        fail = [0] * len(ends)
+        # per state: the deepest state ending a name among it and its suffixes, -1 for none
+        report = [-1] * len(ends)
+        queue = [goto[key] for key in children[0]]
+        for state in queue:  # breadth first: a state's suffixes are done before it
+            for key in children[state]:
+                code, following = key >> SHIFT << SHIFT, goto[key]
+                suffix = fail[state]
+                target = goto.get(code | suffix)
+                while target is None and suffix:
+                    suffix = fail[suffix]
+                    target = goto.get(code | suffix)
+                fail[following] = target if target is not None else 0
+                queue.append(following)
+            report[state] = state if ends[state] is not None else report[fail[state]]
+        self._goto, self._fail, self._report, self._ends = goto, fail, report, ends
+        starts = sorted({chr(key >> SHIFT) for key in children[0]})
+        self._start = re.compile("[" + "".join(f"\\U{ord(c):08x}" for c in starts) + "]"
+                                 ) if starts else None
 
     def __bool__(self) -> bool:
-        return bool(self._by_ext or self._plain)
+        return self._start is not None
 
     def find(self, text: str) -> set[str]:
         """The lower-cased names occurring in `text` (which must already be lower-cased)."""
-        found = {name for name in self._plain if name in text}
-        if self._scan is None:
+        found: set[str] = set()
+        if self._start is None:
             return found
-        by_ext = self._by_ext
-        for hit in self._scan.finditer(text):
-            start_of_ext = hit.start()
-            for ext, by_length in by_ext.items():
-                if not self._single and not text.startswith(ext, start_of_ext):
-                    continue
-                end = start_of_ext + len(ext)
-                for length, candidates in by_length:
-                    start = end - length
-                    if start < 0:
-                        break
-                    piece = text[start:end]
-                    if piece in candidates:
-                        found.add(piece)
+        goto, fail, report, ends = self._goto.get, self._fail, self._report, self._ends
+        search = self._start.search
+        state, at, size = 0, 0, len(text)
+        while at < size:
+            if not state:
+                hit = search(text, at)
+                if hit is None:
+                    break
+                at = hit.start()
+            code = ord(text[at]) << SHIFT
+            at += 1
+            following = goto(code | state)
+            while following is None and state:
+                state = fail[state]
+                following = goto(code | state)
+            state = following or 0
+            reported = report[state]
+            while reported >= 0:
+                name = ends[reported]
+                if name in found:
+                    break
+                found.add(name)  # type: ignore[arg-type]
+                reported = report[fail[reported]]
         return found

@@ -5,7 +5,8 @@
 const char *HEAD_KEYS[N_HEAD] = {
     "id", "memory_id", "episode_id", "message_id", "type", "memory_type", "session_id",
     "app_id", "project_id", "score", "relativity", "created_at", "timestamp", "episode",
-    "summary", "memory", "content", "text", "description", "metadata", "attachments"};
+    "summary", "memory", "content", "text", "description", "metadata", "attachments",
+    "profile_data", "task_intent"};
 
 static int hex4(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, unsigned *out) {
     if (at + 4 > n) return -1;
@@ -241,7 +242,8 @@ int key_is(Parser *p, Span sp, const char *word) {
 }
 
 /* HEAD_KEYS indexes by key length, each list ended by -1 (filled at import) */
-static signed char heads_by_length[12][N_HEAD + 1];
+#define LONGEST_HEAD 12
+static signed char heads_by_length[LONGEST_HEAD + 1][N_HEAD + 1];
 
 /* Index of the key among HEAD_KEYS (or -1; -2 on a Python error). */
 int head_index(Parser *p, Span sp) {
@@ -252,7 +254,7 @@ int head_index(Parser *p, Span sp) {
         text = p->scratch.data;
         len = p->scratch.len;
     }
-    if (len < 2 || len > 11) return -1;
+    if (len < 2 || len > LONGEST_HEAD) return -1;
     for (const signed char *k = heads_by_length[len]; *k >= 0; k++) {
         if (HEAD_KEYS[*k][0] == text[0] && memcmp(HEAD_KEYS[*k], text, (size_t)len) == 0)
             return *k;
@@ -276,7 +278,7 @@ int key_index(Parser *p, Span sp, const char **keys, int count) {
 }
 
 void init_lex_tables(void) {
-    for (int len = 0; len < 12; len++) {
+    for (int len = 0; len <= LONGEST_HEAD; len++) {
         int at = 0;
         for (int k = 0; k < N_HEAD; k++) {
             if (strlen(HEAD_KEYS[k]) == (size_t)len) heads_by_length[len][at++] = (signed char)k;

@@ -1,29 +1,251 @@
-/* The Matcher type: one session's attachment names, found in an item's strings. */
+/* The Matcher type: one session's attachment names, found in an item's strings.
+
+   An Aho-Corasick automaton over all the names, so finding them costs one step per byte of
+   text whatever the names are (with or without an extension, long, many, sharing prefixes or
+   suffixes). Bytes that occur in no name form class 0, which sends every state to the root; the
+   root skips them in a tight loop. The shallow states, where ordinary text spends its time, have
+   a full row of transitions; the deeper ones keep their trie edges (most have one) and a failure
+   link. Reporting walks a state's chain of suffixes that end names and stops at the first name
+   already found in the item (everything after it was found with it), so each name costs once
+   per item. Items with many bytes are matched without the GIL. */
 
 #include "pagescan.h"
 
-/* Do text[0:n] (ASCII, lower-cased on the way when `fold`) and want[0:n] hold the same bytes? */
-static inline int same_name(const unsigned char *text, const unsigned char *want, Py_ssize_t n,
-                            int fold) {
-    if (!fold) return memcmp(text, want, (size_t)n) == 0;
-    for (Py_ssize_t q = 0; q < n; q++) {
-        if (LOWER[text[q]] != want[q]) return 0;
+#define NO_STATE 0xFFFFFFFFu
+/* full rows for two transitions per state, at least DENSE_CELLS and at most MAX_DENSE_CELLS (a
+   few KB for a session of ordinary names; for long names enough that most failure links land on
+   full rows, and few enough to stay in the cache) */
+#define DENSE_CELLS 4096
+#define MAX_DENSE_CELLS 65536
+/* an item's strings are matched with the GIL released from this many bytes on */
+#define NOGIL_BYTES 16384
+
+static void marks_free(Marks *marks) {
+    PyMem_RawFree(marks->names);
+    PyMem_RawFree(marks->uris);
+    PyMem_RawFree(marks->hits);
+    marks->names = marks->uris = NULL;
+    marks->hits = NULL;
+}
+
+static int marks_alloc(Marks *marks, Py_ssize_t n_names, Py_ssize_t n_uris) {
+    marks->names = PyMem_RawCalloc((size_t)(n_names ? n_names : 1), sizeof(uint64_t));
+    marks->uris = PyMem_RawCalloc((size_t)(n_uris ? n_uris : 1), sizeof(uint64_t));
+    marks->hits = PyMem_RawCalloc((size_t)(n_names ? n_names : 1), sizeof(Py_ssize_t));
+    if (!marks->names || !marks->uris || !marks->hits) {
+        marks_free(marks);
+        PyErr_NoMemory();
+        return -1;
     }
-    return 1;
+    return 0;
 }
 
 static void Matcher_dealloc(Matcher *self) {
-    for (Py_ssize_t k = 0; k < self->n_exts; k++) PyMem_Free(self->exts[k].lengths);
-    PyMem_Free(self->exts);
-    PyMem_Free(self->names);
-    PyMem_Free(self->list);
-    PyMem_Free(self->table);
-    PyMem_Free(self->plain);
-    PyMem_Free(self->name_marks);
-    PyMem_Free(self->uri_marks);
-    PyMem_Free(self->hits);
+    PyMem_RawFree(self->states);
+    PyMem_RawFree(self->delta);
+    PyMem_RawFree(self->edge_cls);
+    PyMem_RawFree(self->edge_next);
+    marks_free(&self->own);
     Py_XDECREF(self->entries);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The trie edge from `state` on class `c`, or NO_STATE. */
+static inline uint32_t edge(const Matcher *m, uint32_t state, uint32_t c) {
+    const State *st = &m->states[state];
+    if (st->n_edges == 0) return NO_STATE;
+    if (st->first_cls == c) return state + 1;
+    for (uint32_t e = st->edges, end = st->edges + st->n_edges - 1u; e < end; e++) {
+        if (m->edge_cls[e] == c) return m->edge_next[e];
+        if (m->edge_cls[e] > c) break; /* children in rising class order */
+    }
+    return NO_STATE;
+}
+
+/* The automaton's move from `state` on class `c` (a DFA step: failure links followed), while
+   it is built: states keep their depth-first numbers, and the rows are found through `row`. */
+static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) {
+    for (;;) {
+        const State *st = &m->states[state];
+        if (st->row) return m->delta[st->row - 1 + c];
+        uint32_t next = edge(m, state, c);
+        if (next != NO_STATE) return next;
+        state = st->fail;
+    }
+}
+
+/* A row's cell: the next state, with this bit set when that state ends a name or has a suffix
+   that does (the scan looks at nothing else on a full row) */
+#define REPORTS 0x80000000u
+
+/* The same once built: the states with rows are numbered first, so a state's row is found by
+   its number. */
+static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
+    for (;;) {
+        if (state < m->n_rows) return m->delta[(size_t)state * m->n_cls + c] & ~REPORTS;
+        uint32_t next = edge(m, state, c);
+        if (next != NO_STATE) return next;
+        state = m->states[state].fail;
+    }
+}
+
+typedef struct {
+    const unsigned char *bytes;
+    Py_ssize_t len, index;
+} NameBytes;
+
+static int by_bytes(const void *a, const void *b) {
+    const NameBytes *x = a, *y = b;
+    Py_ssize_t n = x->len < y->len ? x->len : y->len;
+    int order = memcmp(x->bytes, y->bytes, (size_t)n);
+    if (order) return order;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Build the automaton over names (UTF-8, already lower-cased; sorted here). Needs no GIL (raw
+   allocations only): -1 out of memory, -2 too many bytes. */
+static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
+    uint32_t *parent = NULL, *path = NULL, *queue = NULL;
+    uint8_t *label = NULL;
+    int status = -1;
+    size_t total = 0, longest = 0;
+    memset(m->cls, 0, sizeof(m->cls));
+    for (Py_ssize_t k = 0; k < n; k++) {
+        for (Py_ssize_t j = 0; j < names[k].len; j++) m->cls[names[k].bytes[j]] = 1;
+        total += (size_t)names[k].len;
+        if ((size_t)names[k].len > longest) longest = (size_t)names[k].len;
+    }
+    if (total >= NO_STATE / 4) return -2;
+    uint32_t n_cls = 1;
+    for (int b = 0; b < 256; b++) m->cls[b] = m->cls[b] ? (uint8_t)n_cls++ : 0;
+    for (int b = 0; b < 256; b++) m->cls_fold[b] = m->cls[LOWER[b]];
+    m->n_cls = n_cls;
+    qsort(names, (size_t)n, sizeof(NameBytes), by_bytes);
+    size_t cap = total + 1;
+    m->states = PyMem_RawCalloc(cap, sizeof(State));
+    parent = PyMem_RawCalloc(cap, sizeof(uint32_t));
+    label = PyMem_RawCalloc(cap, 1);
+    queue = PyMem_RawMalloc(cap * sizeof(uint32_t));
+    path = PyMem_RawMalloc((longest + 1) * sizeof(uint32_t));
+    m->edge_cls = PyMem_RawMalloc(cap);
+    m->edge_next = PyMem_RawMalloc(cap * sizeof(uint32_t));
+    if (!m->states || !parent || !label || !queue || !path || !m->edge_cls || !m->edge_next)
+        goto done;
+    /* the trie, depth first: each name shares its prefix with the previous one */
+    uint32_t n_states = 1;
+    m->states[0].name = -1;
+    path[0] = 0;
+    Py_ssize_t previous_len = 0;
+    const unsigned char *previous = NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t shared = 0, len = names[k].len;
+        while (previous && shared < previous_len && shared < len &&
+               previous[shared] == names[k].bytes[shared])
+            shared++;
+        for (Py_ssize_t d = shared; d < len; d++) {
+            uint32_t s = n_states++, up = path[d];
+            m->states[s].name = -1;
+            parent[s] = up;
+            label[s] = m->cls[names[k].bytes[d]];
+            if (m->states[up].n_edges == 0) m->states[up].first_cls = label[s];
+            m->states[up].n_edges++;
+            path[d + 1] = s;
+        }
+        if (m->states[path[len]].name < 0) m->states[path[len]].name = (int32_t)names[k].index;
+        previous = names[k].bytes;
+        previous_len = len;
+    }
+    m->n_states = n_states;
+    /* children after the first, grouped by parent, in rising class order (the names' order) */
+    uint32_t next_edge = 0;
+    for (uint32_t s = 0; s < n_states; s++) {
+        m->states[s].edges = next_edge;
+        if (m->states[s].n_edges > 1) next_edge += m->states[s].n_edges - 1u;
+        m->states[s].n_edges = 0; /* counted again below */
+    }
+    for (uint32_t s = 1; s < n_states; s++) {
+        State *up = &m->states[parent[s]];
+        if (up->n_edges > 0) {
+            uint32_t e = up->edges + up->n_edges - 1u;
+            m->edge_cls[e] = label[s];
+            m->edge_next[e] = s;
+        }
+        up->n_edges++;
+    }
+    /* rows for the shallowest states, breadth first */
+    size_t cells = 2 * (size_t)n_states;
+    if (cells < DENSE_CELLS) cells = DENSE_CELLS;
+    if (cells > MAX_DENSE_CELLS) cells = MAX_DENSE_CELLS;
+    uint32_t n_rows = (uint32_t)(cells / n_cls);
+    if (n_rows < 1) n_rows = 1;
+    if (n_rows > n_states) n_rows = n_states;
+    m->delta = PyMem_RawCalloc((size_t)n_rows * n_cls, sizeof(uint32_t));
+    if (!m->delta) goto done;
+    /* breadth first: failure links, reports and rows; every state they use is already done */
+    size_t head = 0, tail = 0;
+    queue[tail++] = 0;
+    uint32_t rows = 0;
+    while (head < tail) {
+        uint32_t s = queue[head++];
+        State *st = &m->states[s];
+        if (s == 0) {
+            st->fail = 0;
+            st->report = -1;
+        } else {
+            st->fail = parent[s] == 0 ? 0 : build_step(m, m->states[parent[s]].fail, label[s]);
+            st->report = st->name >= 0 ? (int32_t)s : m->states[st->fail].report;
+        }
+        if (rows < n_rows) {
+            uint32_t *row = m->delta + (size_t)rows * n_cls;
+            for (uint32_t c = 0; c < n_cls; c++) {
+                uint32_t next = edge(m, s, c);
+                row[c] = next != NO_STATE ? next : (s == 0 ? 0 : build_step(m, st->fail, c));
+            }
+            st->row = rows * n_cls + 1;
+            rows++;
+        }
+        if (st->n_edges) {
+            queue[tail++] = s + 1;
+            for (uint32_t e = st->edges, end = st->edges + st->n_edges - 1u; e < end; e++)
+                queue[tail++] = m->edge_next[e];
+        }
+    }
+    /* renumbered: the states with rows first (breadth first), then the others depth first,
+       which keeps every such state's first child right after it (its subtree has no rows) */
+    uint32_t *renamed = parent; /* no longer needed as parents */
+    for (uint32_t k = 0; k < n_rows; k++) renamed[queue[k]] = k;
+    uint32_t deep = n_rows;
+    for (uint32_t s = 0; s < n_states; s++) {
+        if (!m->states[s].row) renamed[s] = deep++;
+    }
+    State *states = PyMem_RawCalloc(n_states, sizeof(State));
+    if (!states) goto done;
+    for (uint32_t s = 0; s < n_states; s++) {
+        State st = m->states[s];
+        st.fail = renamed[st.fail];
+        if (st.report >= 0) st.report = (int32_t)renamed[st.report];
+        st.row = 0;
+        states[renamed[s]] = st;
+    }
+    for (uint32_t e = 0; e < next_edge; e++) m->edge_next[e] = renamed[m->edge_next[e]];
+    for (size_t k = 0; k < (size_t)n_rows * n_cls; k++) {
+        uint32_t next = m->delta[k];
+        m->delta[k] = renamed[next] | (m->states[next].report >= 0 ? REPORTS : 0);
+    }
+    PyMem_RawFree(m->states);
+    m->states = states;
+    m->n_rows = n_rows;
+    for (int fold = 0; fold < 2; fold++) {
+        for (int b = 0; b < 256; b++)
+            m->root_moves[fold][b] = (m->delta[fold ? m->cls_fold[b] : m->cls[b]] & ~REPORTS) != 0;
+    }
+    status = 0;
+done:
+    PyMem_RawFree(parent);
+    PyMem_RawFree(label);
+    PyMem_RawFree(queue);
+    PyMem_RawFree(path);
+    return status;
 }
 
 static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
@@ -37,29 +259,17 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "names and entries differ in length");
         return -1;
     }
-    if (self->list) {
+    if (self->states) {
         PyErr_SetString(PyExc_RuntimeError, "a Matcher is initialised once");
         return -1;
     }
-    Buf bytes = {0};
-    self->list = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Name));
-    self->plain = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
-    self->name_marks = PyMem_Calloc((size_t)(n ? n : 1), sizeof(uint64_t));
-    self->hits = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t));
-    Py_ssize_t size = 16;
-    int bits = 4;
-    while (size < 2 * n) {
-        size *= 2;
-        bits++;
-    }
-    self->table_shift = 64 - bits;
-    self->table = PyMem_Calloc((size_t)size, sizeof(Py_ssize_t));
-    self->table_mask = size - 1;
-    if (!self->list || !self->plain || !self->table || !self->name_marks || !self->hits) {
+    NameBytes *live = PyMem_RawCalloc((size_t)(n ? n : 1), sizeof(NameBytes));
+    Buf copy = {0};
+    if (!live) {
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t max_uri = -1;
+    Py_ssize_t max_uri = -1, n_live = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *name = PyList_GET_ITEM(names, k);
         PyObject *entry = PyList_GET_ITEM(entries, k);
@@ -84,116 +294,79 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
         Py_ssize_t len;
         const char *utf8 = PyUnicode_AsUTF8AndSize(name, &len);
         if (!utf8) goto error;
-        self->list[k].offset = bytes.len;
-        self->list[k].len = len;
-        self->list[k].hash = name_hash((const unsigned char *)utf8, len, 0);
-        if (buf_put(&bytes, utf8, len) < 0) goto error;
+        /* an empty name, or one holding NUL (which never reaches a string), never matches */
+        if (len == 0 || memchr(utf8, 0, (size_t)len)) continue;
+        live[n_live].len = len;
+        live[n_live].index = k;
+        live[n_live].bytes = (const unsigned char *)(uintptr_t)copy.len; /* offset until copied */
+        n_live++;
+        if (buf_put(&copy, utf8, len) < 0) goto error;
     }
-    self->names = bytes.data;
-    bytes.data = NULL;
+    for (Py_ssize_t k = 0; k < n_live; k++)
+        live[k].bytes = (const unsigned char *)copy.data + (uintptr_t)live[k].bytes;
     self->n_names = n;
     self->n_uris = max_uri + 1;
-    self->uri_marks = PyMem_Calloc((size_t)(self->n_uris ? self->n_uris : 1), sizeof(uint64_t));
-    if (!self->uri_marks) {
+    if (marks_alloc(&self->own, n, self->n_uris) < 0) goto error;
+    int built;
+    if (copy.len >= NOGIL_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        built = build(self, live, n_live);
+        Py_END_ALLOW_THREADS
+    } else {
+        built = build(self, live, n_live);
+    }
+    if (built == -2) {
+        PyErr_SetString(PyExc_ValueError, "too many name bytes for one matcher");
+        goto error;
+    }
+    if (built < 0) {
         PyErr_NoMemory();
-        return -1;
+        goto error;
     }
+    buf_free(&copy);
+    PyMem_RawFree(live);
     self->entries = Py_NewRef(entries);
-    /* index: names with an extension by hash, grouped by extension and length */
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Name *name = &self->list[k];
-        const char *text = self->names + name->offset;
-        if (name->len == 0 || memchr(text, 0, (size_t)name->len)) continue; /* never matches */
-        Py_ssize_t dot = -1;
-        for (Py_ssize_t j = name->len - 1; j >= 0; j--) {
-            if (text[j] == '.') { dot = j; break; }
-        }
-        if (dot <= 0 || dot == name->len - 1) {
-            self->plain[self->n_plain++] = k;
-            continue;
-        }
-        Py_ssize_t slot = (Py_ssize_t)(name->hash >> self->table_shift);
-        while (self->table[slot]) slot = (slot + 1) & self->table_mask;
-        self->table[slot] = k + 1;
-        Py_ssize_t ext_len = name->len - dot, e;
-        for (e = 0; e < self->n_exts; e++) {
-            Ext *ext = &self->exts[e];
-            if (ext->len == ext_len && memcmp(self->names + ext->offset, text + dot, (size_t)ext_len) == 0)
-                break;
-        }
-        if (e == self->n_exts) {
-            Ext *exts = PyMem_Realloc(self->exts, (size_t)(e + 1) * sizeof(Ext));
-            if (!exts) { PyErr_NoMemory(); return -1; }
-            self->exts = exts;
-            exts[e].offset = name->offset + dot;
-            exts[e].len = ext_len;
-            exts[e].lengths = NULL;
-            exts[e].n_lengths = 0;
-            self->n_exts++;
-        }
-        Ext *ext = &self->exts[e];
-        Py_ssize_t at = 0;
-        while (at < ext->n_lengths && ext->lengths[at] < name->len) at++;
-        if (at < ext->n_lengths && ext->lengths[at] == name->len) continue;
-        Py_ssize_t *lengths = PyMem_Realloc(ext->lengths, (size_t)(ext->n_lengths + 1) * sizeof(Py_ssize_t));
-        if (!lengths) { PyErr_NoMemory(); return -1; }
-        memmove(lengths + at + 1, lengths + at, (size_t)(ext->n_lengths - at) * sizeof(Py_ssize_t));
-        lengths[at] = name->len;
-        ext->lengths = lengths;
-        ext->n_lengths++;
-    }
     return 0;
 error:
-    buf_free(&bytes);
+    buf_free(&copy);
+    PyMem_RawFree(live);
     return -1;
 }
 
-/* Mark the names occurring in text[0:len] (already lower-cased when `fold` is 0). */
-static Py_ssize_t find_names(Matcher *m, const unsigned char *text, Py_ssize_t len, int fold,
-                             uint64_t stamp, Py_ssize_t n_hits) {
-    const unsigned char *names = (const unsigned char *)m->names;
-    if (m->n_exts) {
-        const unsigned char *at = text, *end = text + len;
-        while ((at = memchr(at, '.', (size_t)(end - at))) != NULL) {
-            Py_ssize_t pos = at - text;
-            for (Py_ssize_t e = 0; e < m->n_exts; e++) {
-                Ext *ext = &m->exts[e];
-                if (pos + ext->len > len) continue;
-                const unsigned char *want = names + ext->offset;
-                Py_ssize_t j = 1;
-                while (j < ext->len && (fold ? LOWER[at[j]] : at[j]) == want[j]) j++;
-                if (j < ext->len) continue;
-                Py_ssize_t stop = pos + ext->len;
-                for (Py_ssize_t l = 0; l < ext->n_lengths; l++) {
-                    Py_ssize_t size = ext->lengths[l], start = stop - size;
-                    if (start < 0) break;
-                    uint64_t h = name_hash(text + start, size, fold);
-                    Py_ssize_t slot = (Py_ssize_t)(h >> m->table_shift), found;
-                    while ((found = m->table[slot]) != 0) {
-                        Name *name = &m->list[found - 1];
-                        if (name->hash == h && name->len == size && m->name_marks[found - 1] != stamp &&
-                            same_name(text + start, names + name->offset, size, fold)) {
-                            m->name_marks[found - 1] = stamp;
-                            m->hits[n_hits++] = found - 1;
-                        }
-                        slot = (slot + 1) & m->table_mask;
-                    }
-                }
-            }
-            at++;
+/* Mark the names occurring in text[0:len] (lower-cased on the way when `fold`). Runs without
+   the GIL: touches only the automaton (read only) and `marks` (this call's). */
+static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssize_t len, int fold,
+                             Marks *marks, uint64_t stamp, Py_ssize_t n_hits) {
+    const uint8_t *cls = fold ? m->cls_fold : m->cls, *moves = m->root_moves[fold];
+    const uint32_t *delta = m->delta;
+    const State *states = m->states;
+    const uint32_t n_rows = m->n_rows, n_cls = m->n_cls;
+    uint32_t state = 0;
+    Py_ssize_t i = 0;
+    while (i < len) {
+        if (state == 0) { /* the root stays put on every byte it has no edge for */
+            while (i < len && !moves[text[i]]) i++;
+            if (i == len) break;
         }
-    }
-    for (Py_ssize_t k = 0; k < m->n_plain; k++) {
-        Py_ssize_t index = m->plain[k];
-        Name *name = &m->list[index];
-        if (m->name_marks[index] == stamp || name->len > len) continue;
-        const unsigned char *needle = names + name->offset;
-        for (Py_ssize_t start = 0; start + name->len <= len; start++) {
-            if (same_name(text + start, needle, name->len, fold)) {
-                m->name_marks[index] = stamp;
-                m->hits[n_hits++] = index;
-                break;
-            }
+        uint32_t c = cls[text[i++]];
+        if (c == 0) { /* a byte of no name: back to the root */
+            state = 0;
+            continue;
+        }
+        if (state < n_rows) { /* one load: the row's cell says whether to look at the state */
+            uint32_t next = delta[(size_t)state * n_cls + c];
+            state = next & ~REPORTS;
+            if (!(next & REPORTS)) continue;
+        } else {
+            state = step(m, state, c);
+        }
+        int32_t found = states[state].report;
+        while (found >= 0) {
+            int32_t name = states[found].name;
+            if (marks->names[name] == stamp) break; /* and the rest of the chain with it */
+            marks->names[name] = stamp;
+            marks->hits[n_hits++] = name;
+            found = states[states[found].fail].report;
         }
     }
     return n_hits;
@@ -205,52 +378,93 @@ static int cmp_index(const void *a, const void *b) {
 }
 
 static uint64_t render_stamp = 0;
+#define FEW_STRINGS 64 /* an item's strings, listed on the stack up to this many */
 
 /* Append the item's attachments as a JSON array; count them. -1 on a Python error. */
 int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_t *count) {
     if (!m || m->n_names == 0) return PUT_LIT(out, "[]");
+    /* the matcher's own marks, unless another thread's render holds them right now */
+    Marks mine = {0}, *marks = &m->own;
     uint64_t stamp = ++render_stamp;
-    Py_ssize_t n_hits = 0;
-    for (Py_ssize_t k = 0; k < item->str_count; k++) {
+    if (m->busy) {
+        if (marks_alloc(&mine, m->n_names, m->n_uris) < 0) return -1;
+        marks = &mine;
+    } else {
+        m->busy = 1;
+    }
+    int status = -1;
+    Py_ssize_t n_hits = 0, n_strs = item->str_count, total = 0;
+    /* strings holding escapes or non-ASCII text are decoded and lower-cased with Python's
+       rules first; then every string is matched, without the GIL when there are many bytes */
+    PyObject **lowered = NULL;
+    const unsigned char *few_texts[FEW_STRINGS], **texts = few_texts;
+    Py_ssize_t few_lens[FEW_STRINGS], *lens = few_lens;
+    if (n_strs > FEW_STRINGS) {
+        texts = PyMem_RawMalloc((size_t)n_strs * sizeof(*texts));
+        lens = PyMem_RawMalloc((size_t)n_strs * sizeof(*lens));
+    }
+    if (!texts || !lens) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n_strs; k++) {
         Span sp = page->strs[item->str_first + k];
         if (!(sp.flags & (F_ESC | F_NONASCII))) {
-            n_hits = find_names(m, page->s + sp.start, sp.end - sp.start, 1, stamp, n_hits);
+            texts[k] = page->s + sp.start;
+            lens[k] = sp.end - sp.start;
+            total += lens[k];
             continue;
         }
-        /* escapes or non-ASCII text: decode, lower-case with Python's rules, then look */
-        PyObject *text = decode_str(page->s, sp, scratch);
-        if (!text) return -1;
-        PyObject *lowered = PyObject_CallMethod(text, "lower", NULL);
-        Py_DECREF(text);
-        if (!lowered) return -1;
-        Py_ssize_t len;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(lowered, &len);
-        if (!utf8) {
-            Py_DECREF(lowered);
-            return -1;
+        if (!lowered) {
+            lowered = PyMem_RawCalloc((size_t)n_strs, sizeof(PyObject *));
+            if (!lowered) {
+                PyErr_NoMemory();
+                goto done;
+            }
         }
-        n_hits = find_names(m, (const unsigned char *)utf8, len, 0, stamp, n_hits);
-        Py_DECREF(lowered);
+        PyObject *text = decode_str(page->s, sp, scratch);
+        if (!text) goto done;
+        lowered[k] = PyObject_CallMethod(text, "lower", NULL);
+        Py_DECREF(text);
+        if (!lowered[k]) goto done;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(lowered[k], &lens[k]);
+        if (!utf8) goto done;
+        texts[k] = (const unsigned char *)utf8;
+        total += lens[k];
     }
-    if (PUT_LIT(out, "[") < 0) return -1;
-    qsort(m->hits, (size_t)n_hits, sizeof(Py_ssize_t), cmp_index);
+    PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t k = 0; k < n_strs; k++)
+        n_hits = find_names(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp, n_hits);
+    if (released) PyEval_RestoreThread(released);
+    if (PUT_LIT(out, "[") < 0) goto done;
+    qsort(marks->hits, (size_t)n_hits, sizeof(Py_ssize_t), cmp_index);
     int first = 1;
     for (Py_ssize_t k = 0; k < n_hits; k++) {
-        PyObject *entry = PyList_GET_ITEM(m->entries, m->hits[k]);
+        PyObject *entry = PyList_GET_ITEM(m->entries, marks->hits[k]);
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entry); j++) {
             PyObject *pair = PyList_GET_ITEM(entry, j);
             Py_ssize_t uri = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
-            if (m->uri_marks[uri] == stamp) continue;
-            m->uri_marks[uri] = stamp;
+            if (marks->uris[uri] == stamp) continue;
+            marks->uris[uri] = stamp;
             PyObject *json = PyTuple_GET_ITEM(pair, 1);
             if ((!first && PUT_LIT(out, ",") < 0) ||
                 buf_put(out, PyBytes_AS_STRING(json), PyBytes_GET_SIZE(json)) < 0)
-                return -1;
+                goto done;
             first = 0;
             (*count)++;
         }
     }
-    return PUT_LIT(out, "]");
+    status = PUT_LIT(out, "]");
+done:
+    if (lowered) {
+        for (Py_ssize_t k = 0; k < n_strs; k++) Py_XDECREF(lowered[k]);
+        PyMem_RawFree(lowered);
+    }
+    if (texts != few_texts) PyMem_RawFree(texts);
+    if (lens != few_lens) PyMem_RawFree(lens);
+    if (marks == &mine) marks_free(&mine);
+    else m->busy = 0;
+    return status;
 }
 
 PyTypeObject MatcherType = {

@@ -78,6 +78,10 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
             break;
         }
     }
+    /* no text field, and what gateway.search.items.derived_content reads: left to Python */
+    if (!native && !item->content.kind &&
+        (item->head[H_PROFILE_DATA].kind || item->head[H_TASK_INTENT].kind))
+        return -1;
     item->score = field(item, SCORE_KEYS, 2);
     item->created_at = field(item, CREATED_KEYS, 2);
     /* gateway.search.items._session_of */

@@ -78,7 +78,9 @@ static inline int buf_put(Buf *b, const void *s, Py_ssize_t n) {
 enum {
     H_ID, H_MEMORY_ID, H_EPISODE_ID, H_MESSAGE_ID, H_TYPE, H_MEMORY_TYPE, H_SESSION_ID,
     H_APP_ID, H_PROJECT_ID, H_SCORE, H_RELATIVITY, H_CREATED_AT, H_TIMESTAMP, H_EPISODE,
-    H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT, H_DESCRIPTION, H_METADATA, H_ATTACHMENTS, N_HEAD
+    H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT, H_DESCRIPTION, H_METADATA, H_ATTACHMENTS,
+    H_PROFILE_DATA, H_TASK_INTENT, /* the fields a derived content is made of (profiles, agent cases) */
+    N_HEAD
 };
 extern const char *HEAD_KEYS[N_HEAD];
 #define ALL_HEAD ((1u << N_HEAD) - 1)
@@ -143,34 +145,42 @@ typedef struct {
     PyObject *sessions;
 } Page;
 
+/* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). The
+   shallowest states, taken breadth first, have a full row of transitions (where ordinary text
+   spends its time) and come first; the others are numbered depth first after them (a state's
+   first child is the next state, so walking down a name reads memory in order). */
 typedef struct {
-    Py_ssize_t offset, len; /* into names */
-    uint64_t hash;
-} Name;
+    uint32_t fail;      /* the longest proper suffix that is a state */
+    int32_t report;     /* the deepest state ending a name among it and its suffixes, -1 = none */
+    int32_t name;       /* the name it ends, -1 = none */
+    uint32_t row;       /* while built: its row's offset in `delta` + 1, 0 = none */
+    uint32_t edges;     /* its children after the first, in `edge_cls` / `edge_next` */
+    uint16_t n_edges;   /* children in all */
+    uint8_t first_cls;  /* the class of its first child (the next state) */
+} State;
 
 typedef struct {
-    Py_ssize_t offset, len; /* ext bytes (with the dot) in names */
-    Py_ssize_t *lengths;    /* distinct byte lengths of names with this ext, ascending */
-    Py_ssize_t n_lengths;
-} Ext;
+    uint64_t *names;   /* per render call: the stamp of the last item that found each name */
+    uint64_t *uris;    /* the same per uri number */
+    Py_ssize_t *hits;  /* names found in the item, in the order found */
+} Marks;
 
 typedef struct {
     PyObject_HEAD
-    char *names; /* every name's lower-cased UTF-8 bytes */
-    Name *list;
     Py_ssize_t n_names;
-    Py_ssize_t *table; /* open addressing: name index + 1, 0 = empty */
-    Py_ssize_t table_mask;
-    int table_shift; /* slot = hash >> table_shift */
-    Ext *exts;
-    Py_ssize_t n_exts;
-    Py_ssize_t *plain; /* names without an extension, found by substring search */
-    Py_ssize_t n_plain;
     PyObject *entries; /* list of lists of (uri number, json bytes) */
     Py_ssize_t n_uris;
-    /* per-render marks, so nothing is cleared between items */
-    uint64_t *name_marks, *uri_marks;
-    Py_ssize_t *hits;
+    uint8_t cls[256];      /* byte -> class (0: in no name) */
+    uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
+    uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
+    uint32_t n_cls, n_states;
+    uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k * n_cls] */
+    State *states;
+    uint32_t *delta;       /* rows of n_cls next states */
+    uint8_t *edge_cls;
+    uint32_t *edge_next;
+    Marks own;             /* marks used by one render at a time */
+    int busy;              /* `own` is in use (set and read with the GIL held) */
 } Matcher;
 
 extern PyTypeObject PageType, MatcherType;
@@ -194,6 +204,7 @@ static inline uint64_t lower_word(uint64_t x) {
     uint64_t at_least_a = x + ONES * (0x80 - 'A'), beyond_z = x + ONES * (0x80 - 'Z' - 1);
     return x | ((at_least_a & ~beyond_z & HIGHS) >> 2);
 }
+
 
 /* A name's hash: its length, first and last eight bytes. `fold`: lower-case ASCII text first. */
 static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold) {
