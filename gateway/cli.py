@@ -49,6 +49,8 @@ def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
     import uvicorn
 
+    from gateway.protocol import OneWriteProtocol
+
     config = uvicorn.Config(
         app,
         host=host,
@@ -56,7 +58,7 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str) -> Any:
         log_level=log_level,
         access_log=False,  # the gateway writes its own access line (gateway.access)
         log_config=None,  # uvicorn's loggers propagate to the root handler set up by main()
-        http="httptools",
+        http=OneWriteProtocol,  # httptools, a small answer's head and body in one write
         lifespan="on",
         proxy_headers=False,  # the gateway is the edge: X-Forwarded-* from clients are not trusted
         server_header=False,
