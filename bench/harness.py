@@ -109,6 +109,21 @@ def fast_upstream(search_answer: Path | None = None) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+@contextmanager
+def starlette_upstream() -> Iterator[str]:
+    """The pass-through benchmark's engine: a Starlette app (bench/starlette_upstream.py)."""
+    port = free_port()
+    with process([PYTHON, str(ROOT / "bench" / "starlette_upstream.py"), str(port)]):
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load(url: str, body: bytes, headers: dict[str, str], connections: int, seconds: float) -> float:
     """Requests/s of POST url with body over `connections` keep-alive connections."""
     if shutil.which("wrk"):

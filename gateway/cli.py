@@ -57,8 +57,11 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
     import uvicorn
 
     from gateway.connections import uvicorn_options
+    from gateway.protocol import OneWriteProtocol
 
-    options: dict[str, Any] = {"http": "httptools"}
+    # httptools, a small answer's head and body in one write (gateway/protocol.py); with the
+    # guard, also the header timeout and connection caps.
+    options: dict[str, Any] = {"http": OneWriteProtocol}
     if guard is not None:
         options = uvicorn_options(guard.header_timeout_s, guard.max_connections,
                                   guard.max_connections_per_client)

@@ -22,6 +22,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.protocol import OneWriteProtocol
+
 log = logging.getLogger("gateway.connections")
 REFUSAL_LOG_INTERVAL_S = 1.0
 # How often a connection is looked at within one header timeout: a head that is not complete
@@ -77,10 +79,11 @@ def _client_host(transport: asyncio.BaseTransport) -> str:
 
 
 def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[HttpToolsProtocol]:
-    """uvicorn's httptools protocol with a header-read deadline and the connection caps."""
+    """The gateway's httptools protocol (one write per answer, gateway/protocol.py) with a
+    header-read deadline and the connection caps."""
     check_every = header_timeout_s / CHECKS_PER_TIMEOUT
 
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    class GuardedHttpToolsProtocol(OneWriteProtocol):
         _counted_as: str | None = None  # the client address this connection is counted under
         _check: asyncio.TimerHandle | None = None
         _seen_cycle: Any = None  # the request cycle seen at the last check

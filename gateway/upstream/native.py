@@ -223,15 +223,21 @@ class _Connection(asyncio.Protocol):
     async def wait(self, deadline: float) -> None:
         if self.failure is not None:
             raise self.failure
-        self._waiter = asyncio.get_running_loop().create_future()
+        # A timer that fails the waiter rather than `asyncio.timeout_at`: the same deadline
+        # without a cancellation scope per wait (docs/decisions.md, "One write per answer").
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_at(deadline, self._time_out, waiter)
         try:
-            async with asyncio.timeout_at(deadline):
-                await self._waiter
-        except TimeoutError:
-            self.close()
-            raise UpstreamTimeout("upstream did not answer in time") from None
+            await waiter
         finally:
+            timer.cancel()
             self._waiter = None
+
+    def _time_out(self, waiter: asyncio.Future[None]) -> None:
+        if not waiter.done():
+            waiter.set_exception(UpstreamTimeout("upstream did not answer in time"))
+            self.close()
 
     async def drain(self, deadline: float) -> None:
         if self.closed:
@@ -284,6 +290,9 @@ class Http1Response:
         self.headers = conn.headers
 
     async def read(self) -> bytes:
+        conn = self._conn
+        if conn is not None and conn.complete:  # a small answer is usually whole by now
+            return conn.take_body()
         parts = [chunk async for chunk in self.chunks()]
         return parts[0] if len(parts) == 1 else b"".join(parts)
 

@@ -1,0 +1,176 @@
+"""`serve`'s HTTP protocol writes a declared-length answer's head and body in one write
+(gateway/protocol.py), and otherwise answers exactly as uvicorn's own protocol does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+from gateway.protocol import OneWriteCycle
+
+JSON_HEAD = [(b"content-type", b"application/json"), (b"content-length", b"11")]
+
+
+class RecordingTransport:
+    """What uvicorn's cycle writes, one entry per `write` call, and when it closes."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.writes.append(b"<close>")
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+def cycle(transport: RecordingTransport, *, method: str = "POST",
+          keep_alive: bool = True) -> OneWriteCycle:
+    built = RequestResponseCycle(
+        scope={"type": "http", "method": method, "path": "/x", "http_version": "1.1",
+               "headers": [], "query_string": b""},  # type: ignore[typeddict-item]
+        transport=transport,  # type: ignore[arg-type]
+        flow=FlowControl(transport),  # type: ignore[arg-type]
+        logger=logging.getLogger("test"),
+        access_logger=logging.getLogger("test.access"),
+        access_log=False,
+        default_headers=[],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: None,
+    )
+    built.__class__ = OneWriteCycle
+    assert isinstance(built, OneWriteCycle)
+    return built
+
+
+async def answer(target: OneWriteCycle, *messages: dict[str, Any]) -> None:
+    for message in messages:
+        await target.send(message)  # type: ignore[arg-type]
+
+
+def start(headers: list[tuple[bytes, bytes]], status: int = 200) -> dict[str, Any]:
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
+def body(data: bytes, more: bool = False) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": more}
+
+
+HEAD_BYTES = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+              b"content-length: 11\r\n\r\n")
+
+
+async def test_small_answer_is_one_write_of_head_and_body() -> None:
+    transport = RecordingTransport()
+    await answer(cycle(transport), start(JSON_HEAD), body(b'{"ok":true}'))
+    assert transport.writes == [HEAD_BYTES + b'{"ok":true}']
+
+
+async def test_streamed_declared_length_answer_writes_head_with_first_chunk() -> None:
+    transport = RecordingTransport()
+    await answer(cycle(transport), start(JSON_HEAD), body(b'{"ok":', more=True),
+                 body(b"true}", more=True), body(b""))
+    assert transport.writes[0] == HEAD_BYTES + b'{"ok":'
+    assert b"".join(transport.writes) == HEAD_BYTES + b'{"ok":true}'
+
+
+async def test_chunked_answer_head_is_written_before_any_chunk() -> None:
+    transport = RecordingTransport()
+    target = cycle(transport)
+    await answer(target, start([(b"content-type", b"text/event-stream")]))
+    assert transport.writes == [
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n"]
+    await answer(target, body(b"data: 1\n\n"))
+    assert transport.writes[1] == b"9\r\ndata: 1\n\n\r\n0\r\n\r\n"
+
+
+async def test_answer_to_head_writes_the_head() -> None:
+    transport = RecordingTransport()
+    await answer(cycle(transport, method="HEAD"), start(JSON_HEAD), body(b""))
+    assert transport.writes == [HEAD_BYTES]
+
+
+async def test_head_and_body_are_written_before_a_closing_connection_closes() -> None:
+    transport = RecordingTransport()
+    await answer(cycle(transport, keep_alive=False), start(JSON_HEAD), body(b'{"ok":true}'))
+    assert transport.writes == [
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n"
+        b"connection: close\r\n\r\n" + b'{"ok":true}', b"<close>"]
+
+
+async def test_answer_to_head_on_a_closing_connection_writes_head_then_closes() -> None:
+    transport = RecordingTransport()
+    await answer(cycle(transport, method="HEAD", keep_alive=False), start(JSON_HEAD), body(b""))
+    assert transport.writes[-1] == b"<close>"
+    assert transport.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert transport.writes[0].endswith(b"connection: close\r\n\r\n")
+
+
+async def test_nothing_is_written_after_the_client_left() -> None:
+    transport = RecordingTransport()
+    target = cycle(transport)
+    await answer(target, start(JSON_HEAD))
+    target.disconnected = True
+    await answer(target, body(b'{"ok":true}'))
+    assert transport.writes == []
+
+
+async def test_body_longer_than_declared_is_refused_as_uvicorn_refuses_it() -> None:
+    transport = RecordingTransport()
+    target = cycle(transport)
+    await answer(target, start(JSON_HEAD))
+    with pytest.raises(RuntimeError, match="longer than Content-Length"):
+        await answer(target, body(b'{"ok":true, "more": 1}'))
+    assert transport.writes == []
+    assert target.transport is transport  # the stand-in is gone: uvicorn closes the real one
+
+
+class ServedTransport(RecordingTransport):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(
+            name, default)
+
+
+async def test_serve_answers_two_keep_alive_requests_with_one_write_each() -> None:
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from gateway.cli import _uvicorn_server
+    from gateway.protocol import OneWriteProtocol
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send(start(JSON_HEAD))
+        await send(body(b'{"ok":true}'))
+
+    server = _uvicorn_server(app, "127.0.0.1", 0, "warning")
+    assert server.config.http is OneWriteProtocol
+    config = Config(app, http=OneWriteProtocol, lifespan="off", date_header=False,
+                    server_header=False, log_config=None)
+    config.load()
+    protocol = OneWriteProtocol(config, ServerState(), app_state={})
+    transport = ServedTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    request = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+    for _ in range(2):
+        protocol.data_received(request)
+        while protocol.tasks:  # the request task was started by data_received
+            await asyncio.sleep(0)
+    assert transport.writes == [HEAD_BYTES + b'{"ok":true}'] * 2
