@@ -28,7 +28,7 @@ from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, Unauthorized
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
@@ -39,7 +39,7 @@ from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_ro
 from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import agents
+from gateway.store import agents, user_rows
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
@@ -50,6 +50,8 @@ from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
 from gateway.upstream.routes import parse_allowed
 from gateway.upstream.target import parse_target
+from gateway.userdata.erasure import Eraser
+from gateway.userdata.refusal import ErasedUsers
 
 log = logging.getLogger("gateway")
 access_log = AccessLog()
@@ -95,6 +97,8 @@ class Gateway:
             attachment_index=attachment_index,
             links=links,
             fetch_guard=fetch_guard,
+            eraser=Eraser(db, files, upstream, flavor),
+            erased_users=ErasedUsers(db, settings.auth.erased_users),
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs,
                                        fetch_guard),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
@@ -134,6 +138,13 @@ class Gateway:
         made = await attachment_store.backfill(self.services.db)
         if made:
             log.info("backfilled %d resource mapping(s)", made)
+        if await user_rows.unfinished(self.services.db):
+            # Off the start-up path: an engine that is down must not keep the gateway down.
+            self.services.spawn(self._finish_erasures(), "finishing interrupted erasures")
+
+    async def _finish_erasures(self) -> None:
+        for user_id in await self.services.eraser.resume_all():
+            log.warning("finished the interrupted erasure of user %s", user_id)
 
     async def shutdown(self) -> None:
         if self._lease_upkeep is not None:
@@ -261,6 +272,11 @@ class Gateway:
         )
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
+        if principal.kind == "admin":
+            if not path.startswith("/admin/"):
+                raise NotFound(f"no such endpoint: {path}")
+        elif user and await self.services.erased_users.is_refused(user):
+            raise Unauthorized("this user's data was erased")
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE

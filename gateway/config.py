@@ -147,6 +147,10 @@ class AuthSettings:
         5.0, "longest a verified API key is trusted without a database read (0 = always read);"
         " a revocation by any process takes effect at once regardless"
     )
+    erased_users: str = _setting(
+        "refuse", "an erased user id: refuse (401 for any credential naming it) or fresh (a new,"
+        " empty account for a credential that names it again)"
+    )
 
 
 @dataclass(frozen=True)
@@ -407,7 +411,13 @@ def _validate(settings: Settings) -> None:
         FetchableHosts.parse(settings.upstream.fetchable_hosts)
     except ValueError as exc:
         raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
+    if settings.auth.erased_users not in ERASED_USERS:
+        raise ConfigError(f"auth.erased_users: expected refuse or fresh, got "
+                          f"{settings.auth.erased_users!r}")
     _validate_files(settings)
+
+
+ERASED_USERS = ("refuse", "fresh")
 
 
 def _validate_files(settings: Settings) -> None:

@@ -106,7 +106,7 @@ class Authenticator:
             raise Unauthorized("unknown or revoked API key")
         if not hmac.compare_digest(hash_secret(secret), row.secret_sha256):
             raise Unauthorized("unknown or revoked API key")
-        principal = Principal("user", row.id, row.user_id)
+        principal = Principal("admin" if row.kind == "admin" else "user", row.id, row.user_id)
         if self._ttl > 0:
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()

@@ -21,6 +21,7 @@ from gateway.routes import (
     resolve,
     resources,
     tool_calls,
+    user_data,
 )
 from gateway.upstream.flavors import flavor_for
 
@@ -38,6 +39,8 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/tools",
     "/attachments",
     "/files",
+    "/admin",
+    "/me",
 )
 
 
@@ -48,5 +51,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *health.routes, *operations.routes, *memories.memory_routes(flavor), *resources.routes,
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
-        *attachments.routes, *files.routes,
+        *attachments.routes, *files.routes, *user_data.routes,
     ]

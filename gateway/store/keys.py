@@ -15,11 +15,13 @@ class ApiKey:
     secret_sha256: str
     created_at_ms: int
     revoked_at_ms: int | None
+    kind: str = "user"
 
 
 def _key(row: Row) -> ApiKey:
     return ApiKey(
-        row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"], row["revoked_at_ms"]
+        row["id"], row["user_id"], row["secret_sha256"], row["created_at_ms"], row["revoked_at_ms"],
+        row["kind"],
     )
 
 
