@@ -330,3 +330,19 @@ async def test_start_up_finishes_an_erasure_a_crash_interrupted(
     kept = databases.rows(settings.storage.database, "SELECT status, counts FROM user_erasures")
     assert kept[0][0] == "erased"
     assert json.loads(kept[0][1])["conversation_messages"] == 4
+
+
+async def test_cloud_v1_erase_deletes_by_user_and_by_each_group_claimed(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    route = engine.post("/api/v1/memories/delete").mock(return_value=httpx.Response(200))
+    async with start_gateway(_settings_for(settings, "everos-cloud-v1")) as app:
+        await seed(app, "alice")
+        databases.execute(settings.storage.database,
+                          "INSERT INTO memory_sessions (app_id, project_id, session_id, user_id, "
+                          "created_at) VALUES ('_cube', '_cube', 'cube-1', 'alice', 0)")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.delete("/admin/users/alice")
+    assert response.json()["engine"] == {"erased": True, "remaining": []}
+    assert [json.loads(call.request.content) for call in route.calls] == [
+        {"user_id": "alice"}, {"group_id": "s-alice"}]

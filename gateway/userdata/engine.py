@@ -15,10 +15,15 @@ from gateway.upstream.flavors.base import DEFAULT_SCOPE, DataOwner, EngineCall, 
 async def data_owner(db: Database, user_id: str) -> DataOwner:
     """The user, their agents and the scopes of their sessions, read before rows go."""
     agents = await db.read("SELECT id FROM agents WHERE user_id = ? ORDER BY id", (user_id,))
-    scopes = await db.read("SELECT DISTINCT app_id, project_id FROM memory_sessions "
-                           "WHERE user_id = ? ORDER BY app_id, project_id", (user_id,))
-    found = {(DEFAULT_SCOPE, DEFAULT_SCOPE), *((row[0], row[1]) for row in scopes)}
-    return DataOwner(user_id, tuple(row[0] for row in agents), tuple(sorted(found)))
+    claimed = await db.read("SELECT app_id, project_id, session_id FROM memory_sessions "
+                            "WHERE user_id = ? ORDER BY app_id, project_id, session_id",
+                            (user_id,))
+    # Scopes starting with "_" are the gateway's own (MemOS cubes), never an engine's.
+    scopes = {(DEFAULT_SCOPE, DEFAULT_SCOPE),
+              *((row[0], row[1]) for row in claimed if not row[0].startswith("_"))}
+    groups = tuple(row[2] for row in claimed
+                   if (row[0], row[1]) == (DEFAULT_SCOPE, DEFAULT_SCOPE))
+    return DataOwner(user_id, tuple(row[0] for row in agents), tuple(sorted(scopes)), groups)
 
 
 async def _answer(upstream: UpstreamClient, call: EngineCall, user_id: str) -> Any:

@@ -96,26 +96,39 @@ class Eraser:
             erased = await erase_upstream(self.upstream, self.flavor, owner)
             await user_rows.settle_engine(self.db, user_id, {
                 "done": True, "erased": erased, "remaining": [] if erased else erasure.sessions})
-        moved("files")
+        # Again until a pass finds nothing: a request of the user's already past the refusal
+        # when the erasure began may still have written a row or a file behind the first pass.
+        while await self._remove_everything(user_id, moved):
+            pass
+        finished = await user_rows.finish_erasure(self.db, user_id)
+        progress(Progress("done", dict(finished.counts)))
+        log.info("erased user %s: %s", user_id, finished.counts)
+        return finished
+
+    async def _remove_everything(self, user_id: str,
+                                 moved: Callable[[str, str, int], None]) -> int:
+        """One pass over the user's files and then their rows; what it removed."""
+        removed_now = 0
+        moved("files", "", 0)
         batch: list[str] = []
         async for stored in self.files.user_files(user_id):
             batch.append(stored.folder)
             if len(batch) >= FILE_BATCH:
                 await self._remove_files(user_id, batch)
                 moved("files", "files", len(batch))
+                removed_now += len(batch)
                 batch = []
         if batch:
             await self._remove_files(user_id, batch)
             moved("files", "files", len(batch))
+            removed_now += len(batch)
         await self.files.remove_user_folder(user_id)
         for table in USER_TABLES:
-            moved(table.name)
+            moved(table.name, "", 0)
             while removed := await user_rows.delete_batch(self.db, table, user_id, BATCH_ROWS):
                 moved(table.name, table.name, removed)
-        finished = await user_rows.finish_erasure(self.db, user_id)
-        progress(Progress("done", dict(finished.counts)))
-        log.info("erased user %s: %s", user_id, finished.counts)
-        return finished
+                removed_now += removed
+        return removed_now
 
     async def _remove_files(self, user_id: str, folders: list[str]) -> None:
         for folder in dict.fromkeys(folders):

@@ -176,11 +176,13 @@ class NativeRoute:
 @dataclass(frozen=True)
 class DataOwner:
     """Whose memories an erasure deletes or an export lists (SPEC §17): the user, their agents,
-    and the (app_id, project_id) scopes their sessions live in."""
+    the (app_id, project_id) scopes their sessions live in, and the ids they claimed in the
+    default scope (their sessions there, and their groups: identity/ownership.py GROUP_SCOPE)."""
 
     user_id: str
     agent_ids: tuple[str, ...] = ()
     scopes: tuple[tuple[str, str], ...] = ((DEFAULT_SCOPE, DEFAULT_SCOPE),)
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -193,9 +193,12 @@ def v2_erase_calls(owner: DataOwner) -> list[EngineCall]:
 
 
 def v1_erase_calls(owner: DataOwner) -> list[EngineCall]:
-    """`POST /api/v1/memories/delete {"user_id"}` (`V1Delete`, everos/resources/v1/memories/
-    memories.py): every memory of the user, in every session."""
-    return [EngineCall("POST", "/api/v1/memories/delete", {"user_id": owner.user_id})]
+    """`POST /api/v1/memories/delete` (`V1Delete`, everos/resources/v1/memories/memories.py:
+    "omitted fields skip filtering"): `{"user_id"}` for every memory of the user, then
+    `{"group_id"}` for each group they claimed (group memories are scoped by group_id)."""
+    return [EngineCall("POST", "/api/v1/memories/delete", body)
+            for body in ({"user_id": owner.user_id},
+                         *({"group_id": group} for group in owner.groups))]
 
 
 def _flavor(name: str, primary: Dialect) -> Flavor:
