@@ -346,3 +346,16 @@ async def test_cloud_v1_erase_deletes_by_user_and_by_each_group_claimed(
     assert response.json()["engine"] == {"erased": True, "remaining": []}
     assert [json.loads(call.request.content) for call in route.calls] == [
         {"user_id": "alice"}, {"group_id": "s-alice"}]
+
+
+async def test_an_engine_that_cannot_list_fails_the_export_before_any_byte(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    engine.get("/memories").mock(return_value=httpx.Response(500, json={"detail": "down"}))
+    async with start_gateway(_settings_for(settings, "mem0")) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.get("/admin/users/alice/export")
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_bad_response"
+    assert databases.rows(settings.storage.database, "SELECT * FROM admin_audit") == []

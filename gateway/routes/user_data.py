@@ -16,7 +16,7 @@ from gateway.services import Services, services
 from gateway.store import audit
 from gateway.upstream.flavors import flavor_for
 from gateway.userdata.erasure import answer
-from gateway.userdata.export import export_archive
+from gateway.userdata.export import export_archive, primed
 
 
 class EngineErasure(BaseModel):
@@ -40,8 +40,9 @@ async def erase_user(request: Request) -> Response:
     return json_response(answer(user_id, erasure))
 
 
-def _archive(svc: Services, user_id: str) -> Response:
-    chunks = export_archive(svc.db, svc.files, svc.upstream, flavor_for(svc.settings), user_id)
+async def _archive(svc: Services, user_id: str) -> Response:
+    chunks = await primed(export_archive(svc.db, svc.files, svc.upstream,
+                                         flavor_for(svc.settings), user_id))
     return StreamingResponse(chunks, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{user_id}-export.zip"'})
 
@@ -52,8 +53,9 @@ async def export_user(request: Request) -> Response:
     admin = require_admin(request.scope)
     user_id = validate_user_id(request.path_params["user_id"])
     svc = services(request)
+    archive = await _archive(svc, user_id)
     await audit.record(svc.db, admin.credential_id, "users.export", user_id)
-    return _archive(svc, user_id)
+    return archive
 
 
 @api(summary="Everything the gateway holds for you, as a zip", tag="user data",
@@ -63,8 +65,9 @@ async def export_mine(request: Request) -> Response:
     if not principal.allows(READ):
         raise Forbidden("this credential may not read", code="insufficient_scope")
     svc = services(request)
+    archive = await _archive(svc, validate_user_id(principal.user_id))
     await audit.record(svc.db, principal.credential_id, "users.export", principal.user_id)
-    return _archive(svc, principal.user_id)
+    return archive
 
 
 routes = [

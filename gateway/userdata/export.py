@@ -72,7 +72,8 @@ def _line(row: dict[str, Any]) -> bytes:
 
 async def export_archive(db: Database, files: FileStore, upstream: UpstreamClient,
                          flavor: Flavor, user_id: str) -> AsyncIterator[bytes]:
-    """The zip's bytes, produced as they are read."""
+    """The zip's bytes, produced as they are read. The first chunk comes once the engine's part
+    is in (see `primed`)."""
     validate_user_id(user_id)
     sink = _Sink()
     archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1)
@@ -92,6 +93,20 @@ async def export_archive(db: Database, files: FileStore, upstream: UpstreamClien
             writer.close()
         yield sink.take()
 
+    # The engine first, read whole before any byte is produced (its answers are capped by
+    # limits.max_upstream_answer_bytes): a failed listing is then an error answer, not a cut zip.
+    if flavor.export_calls is not None:
+        owner = await data_owner(db, user_id)
+        records = [_line(record) async for record in export_upstream(upstream, flavor, owner)]
+        counts["engine"] = len(records)
+
+        async def engine_lines() -> AsyncIterator[bytes]:
+            for line in records:
+                yield line
+
+        async for chunk in entry("engine.jsonl", engine_lines(), compress=True):
+            yield chunk
+
     for table in USER_TABLES:
         counts[table.name] = 0
 
@@ -101,18 +116,6 @@ async def export_archive(db: Database, files: FileStore, upstream: UpstreamClien
                 yield _line(row)
 
         async for chunk in entry(f"{table.name}.jsonl", rows(), compress=True):
-            yield chunk
-
-    if flavor.export_calls is not None:
-        owner = await data_owner(db, user_id)
-        counts["engine"] = 0
-
-        async def engine_lines() -> AsyncIterator[bytes]:
-            async for record in export_upstream(upstream, flavor, owner):
-                counts["engine"] += 1
-                yield _line(record)
-
-        async for chunk in entry("engine.jsonl", engine_lines(), compress=True):
             yield chunk
 
     async for stored in files.user_files(user_id):
@@ -137,3 +140,16 @@ async def export_archive(db: Database, files: FileStore, upstream: UpstreamClien
                      compress_type=zipfile.ZIP_DEFLATED)
     archive.close()
     yield sink.take()
+
+
+async def primed(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The archive with its first chunk already produced, so that what can fail before any byte
+    is sent (a bad id, the engine's listing) fails while an error can still be answered."""
+    first = await anext(chunks)
+
+    async def rest() -> AsyncIterator[bytes]:
+        yield first
+        async for chunk in chunks:
+            yield chunk
+
+    return rest()
