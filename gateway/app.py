@@ -28,7 +28,7 @@ from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound, Unauthorized
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, RouteNotFound, Unauthorized
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
@@ -272,10 +272,11 @@ class Gateway:
         )
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
-        if principal.kind == "admin":
-            if not path.startswith("/admin/"):
-                raise NotFound(f"no such endpoint: {path}")
-        elif user and await self.services.erased_users.is_refused(user):
+        if (principal.kind == "admin") != (path == "/admin" or path.startswith("/admin/")):
+            # Admin keys reach only /admin/, and nothing else reaches it (SPEC §17).
+            raise RouteNotFound()
+        refusable = principal.kind != "admin" and user
+        if refusable and await self.services.erased_users.is_refused(user):
             raise Unauthorized("this user's data was erased")
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
