@@ -29,12 +29,12 @@ from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import (
-    Forbidden,
     GatewayError,
     MethodNotAllowed,
     NotFound,
     RateLimited,
     RouteNotFound,
+    Unauthorized,
 )
 from gateway.identity import acting
 from gateway.identity.auth import Authenticator
@@ -51,7 +51,7 @@ from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_ro
 from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.store import agents
+from gateway.store import agents, user_rows
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
@@ -62,6 +62,8 @@ from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
 from gateway.upstream.routes import EngineRoute, parse_allowed
 from gateway.upstream.target import parse_target
+from gateway.userdata.erasure import Eraser
+from gateway.userdata.refusal import ErasedUsers
 
 log = logging.getLogger("gateway")
 access_log = AccessLog()
@@ -111,12 +113,15 @@ class Gateway:
             attachment_index=attachment_index,
             links=links,
             fetch_guard=fetch_guard,
+            eraser=Eraser(db, files, upstream, flavor),
+            erased_users=ErasedUsers(db, settings.auth.erased_users),
             tool_calls=ToolCallService(db, load_registry(settings.tools.registry), jobs,
                                        fetch_guard),
             llm=LlmClient(settings.llm, llm_transport) if settings.llm_enabled else None,
             metrics=Metrics(),
             lease=Lease.for_timeout(settings.upstream.timeout_s),
         )
+        self.services.proxy.refused = self.services.erased_users.is_refused
         self.limiter = Limiter(settings, db)
         self._owned_classes = owned_classes(flavor)
         if self.limiter.enabled:
@@ -159,6 +164,13 @@ class Gateway:
         made = await attachment_store.backfill(self.services.db)
         if made:
             log.info("backfilled %d resource mapping(s)", made)
+        if await user_rows.unfinished(self.services.db):
+            # Off the start-up path: an engine that is down must not keep the gateway down.
+            self.services.spawn(self._finish_erasures(), "finishing interrupted erasures")
+
+    async def _finish_erasures(self) -> None:
+        for user_id in await self.services.eraser.resume_all():
+            log.warning("finished the interrupted erasure of user %s", user_id)
 
     async def shutdown(self) -> None:
         for task in (self._lease_upkeep, self._usage_upkeep):
@@ -305,13 +317,17 @@ class Gateway:
             scope[PRINCIPAL_KEY] = require_admin({PRINCIPAL_KEY: principal, "path": path})
             scope["user_id"] = principal.user_id
             if not await self._route(scope, receive, send, path):
-                raise RouteNotFound(f"no such endpoint: {path}")
+                raise RouteNotFound("no such endpoint")
             return
-        if principal.kind == "admin":
-            raise Forbidden("an admin key reaches only the /admin/ routes")
+        if principal.kind == "admin":  # admin keys reach nothing but /admin/ (SPEC §17)
+            raise RouteNotFound("no such endpoint")
         principal = acting.with_header(principal, header(scope, acting.ACTING_HEADER_KEY))
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
+        # An erased user is refused to every credential (SPEC §17); a service key acting by a
+        # route's user field is checked once that user is known (acting.settle_user).
+        if user and await self.services.erased_users.is_refused(user):
+            raise Unauthorized("this user's data was erased")
         if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE

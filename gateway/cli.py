@@ -29,7 +29,7 @@ from gateway.config import (
 )
 from gateway.errors import ValidationFailed
 from gateway.identity.auth import NewKey, generate_key, hash_secret
-from gateway.ops import maintenance
+from gateway.ops import maintenance, user_data
 from gateway.store import audit, keys
 from gateway.store.database import database_for, is_postgresql, migrate, run_sync, shown_database
 from gateway.store.migrations import MigrationsMissing
@@ -38,7 +38,7 @@ log = logging.getLogger("gateway.cli")
 
 # Extra verbs registered by feature modules: name -> (help, add_arguments, run(settings, args)).
 Verb = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[Settings, Any], int]]
-EXTRA_VERBS: dict[str, Verb] = {**maintenance.VERBS}
+EXTRA_VERBS: dict[str, Verb] = {**maintenance.VERBS, **user_data.VERBS}
 
 
 def _run_async(main: Coroutine[Any, Any, bool]) -> bool:

@@ -194,6 +194,10 @@ class AuthSettings:
         60.0, "how often a process writes its keys' last-used times (lastUsedAtMs is at most "
         "this late; 0 = at shutdown only)"
     )
+    erased_users: str = _setting(
+        "refuse", "an erased user id: refuse (401 for any credential naming it) or fresh (a new,"
+        " empty account for a credential that names it again)"
+    )
 
 
 @dataclass(frozen=True)
@@ -536,6 +540,9 @@ def _validate(settings: Settings) -> None:
         FetchableHosts.parse(settings.upstream.fetchable_hosts)
     except ValueError as exc:
         raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
+    if settings.auth.erased_users not in ERASED_USERS:
+        raise ConfigError(f"auth.erased_users: expected refuse or fresh, got "
+                          f"{settings.auth.erased_users!r}")
     _validate_files(settings)
     _validate_jwt(settings.auth_jwt)
 
@@ -581,6 +588,9 @@ def jwt_algorithms(jwt: JwtSettings) -> list[str]:
     if jwt.algorithms:
         return list(jwt.algorithms)
     return ["HS256"] if jwt.secret else list(DEFAULT_KEY_ALGORITHMS)
+
+
+ERASED_USERS = ("refuse", "fresh")
 
 
 def _validate_files(settings: Settings) -> None:

@@ -24,6 +24,8 @@ from gateway.store import Database
 from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.proxy import Proxy
+from gateway.userdata.erasure import Eraser
+from gateway.userdata.refusal import ErasedUsers
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Services:
     tool_calls: ToolCallService
     links: FileLinks  # download URLs, and how the engine gets stored files
     fetch_guard: FetchGuard  # which http(s) URIs the engine and the job service may be sent
+    eraser: Eraser  # a user's erasure, across rows, files and the engine (SPEC §17)
+    erased_users: ErasedUsers  # whether an id named by a credential was erased
     llm: LlmClient | None = None
     metrics: Metrics = field(default_factory=Metrics)
     # This process's hold on the intents it records (owner token and lease).

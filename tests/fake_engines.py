@@ -171,10 +171,31 @@ def everos_cloud_app() -> Starlette:
             "episodes": episodes, "profiles": [], "agent_cases": [], "agent_skills": [],
             "unprocessed_messages": unprocessed}})
 
+    async def delete(request: Request) -> JSONResponse:
+        """V2Delete (everos_cloud/api/memory_api.py): one owner, user_id or agent_id, in one
+        app/project scope, narrowed by session_id; here the owner's messages go."""
+        body = await request.json()
+        owners = [body.get(key) for key in ("user_id", "agent_id") if body.get(key)]
+        if len(owners) != 1:
+            return JSONResponse({"detail": ["one of user_id, agent_id required"]}, 422)
+        scope = (body.get("app_id", "default"), body.get("project_id", "default"))
+        removed = 0
+        for key in list(sessions):
+            if key[:2] != scope or body.get("session_id") not in (None, key[2]):
+                continue
+            kept = [m for m in sessions[key] if m["sender_id"] != owners[0]]
+            removed += len(sessions[key]) - len(kept)
+            if kept:
+                sessions[key] = kept
+            else:
+                del sessions[key]
+        return JSONResponse({"request_id": "fake", "data": {"deleted_count": removed}})
+
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
     return Starlette(routes=[
+        Route("/api/v2/memory/delete", delete, methods=["POST"]),
         Route("/api/v2/memory/add", add, methods=["POST"]),
         Route("/api/v2/memory/flush", flush, methods=["POST"]),
         Route("/api/v2/memory/search", search, methods=["POST"]),
@@ -221,10 +242,22 @@ def everos_cloud_v1_app() -> Starlette:
     async def flush(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "request_id": "fake", "data": {"status": "done"}})
 
+    async def delete(request: Request) -> Response:
+        """By filters (the 0.4 SDK's `memories.delete`: omitted fields skip filtering; answered
+        with no body, as the SDK casts it to None)."""
+        body = await request.json()
+        if not body.get("user_id") and not body.get("group_id"):
+            return JSONResponse({"detail": "user_id or group_id required"}, 422)
+        memories[:] = [m for m in memories if not all(
+            m.get(key) == body[key] for key in ("user_id", "group_id", "session_id")
+            if key in body)]
+        return Response(status_code=200)
+
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
     return Starlette(routes=[
+        Route("/api/v1/memories/delete", delete, methods=["POST"]),
         Route("/api/v1/memories", add, methods=["POST"]),
         Route("/api/v1/memories/search", search, methods=["POST"]),
         Route("/api/v1/memories/flush", flush, methods=["POST"]),

@@ -301,7 +301,8 @@ async def test_an_admin_key_reaches_nothing_but_the_admin_api(
         owned = await ops.get("/agents")
         proxied = await ops.post("/api/v2/memory/search", json={"query": "x", "user_id": "ops"})
         admin_api = await ops.get("/admin/keys")
-    assert owned.status_code == proxied.status_code == 403
+    assert owned.status_code == proxied.status_code == 404
+    assert error_code(owned) == error_code(proxied) == "route_not_found"
     assert admin_api.status_code == 200
     assert searched.call_count == 0
 
@@ -318,3 +319,24 @@ async def test_no_other_credential_finds_the_admin_api(
             response = await bob.request(method, path, content=json.dumps({"userId": "bob"}))
             assert response.status_code == 404, (method, path)
             assert error_code(response) == "route_not_found"
+
+
+async def test_an_erased_user_is_refused_to_a_service_key_however_it_names_them(
+    app: Gateway, settings: Settings, engine: respx.MockRouter
+) -> None:
+    searched = answer_search(engine, episodes())
+    admin = create_key(settings, "ops", kind="admin")
+    service = create_key(settings, "backend", kind="service")
+    async with keyed(app, admin) as ops:
+        erased = await ops.delete("/admin/users/bob")
+    assert erased.status_code == 200, erased.text
+    async with keyed(app, service) as by_field, \
+            keyed(app, service, **{"X-Memory-Gateway-User": "bob"}) as by_header:
+        field = await by_field.post("/api/v2/memory/search",
+                                    json={"query": "x", "user_id": "bob"})
+        named = await by_header.get("/agents")
+        other = await by_field.post("/api/v2/memory/search",
+                                    json={"query": "x", "user_id": "carol"})
+    assert (field.status_code, named.status_code) == (401, 401)
+    assert other.status_code == 200  # the key still acts for everyone else
+    assert searched.call_count == 1

@@ -119,6 +119,15 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class UserFile:
+    """One file of a user's object folders, for an export or an erasure."""
+
+    uri: str
+    name: str  # `{kind}/{object_id}/{safe_name}`: its place under the user's folder
+    folder: str  # the location of its object folder
+
+
+@dataclass(frozen=True)
 class Folder:
     """One object folder and what it holds, as `gc` sees it."""
 
@@ -188,6 +197,14 @@ class FileStore(ABC):
 
     async def remove_empty_folder(self, location: str) -> None:
         """Remove a folder gc found empty (object stores have no folders to remove)."""
+        return None
+
+    @abstractmethod
+    def user_files(self, user_id: str) -> AsyncIterator[UserFile]:
+        """Every file in the user's object folders, whatever rows name them (export, erase)."""
+
+    async def remove_user_folder(self, user_id: str) -> None:
+        """Remove what is left of the user's own folder once its object folders are gone."""
         return None
 
     async def shared_url(self, uri: str, name: str, content_type: str, expires_s: int
@@ -329,6 +346,44 @@ class DiskFileStore(FileStore):
                 path.rmdir()
             except (FileNotFoundError, OSError):
                 pass  # gone, or something arrived meanwhile: left for the next run
+
+
+    async def user_files(self, user_id: str) -> AsyncIterator[UserFile]:
+        validate_user_id(user_id)
+        found = await asyncio.to_thread(_disk_user_files, self.root / user_id)
+        for path, name in found:
+            yield UserFile(file_uri(path), name, str(path.parent))
+
+    async def remove_user_folder(self, user_id: str) -> None:
+        validate_user_id(user_id)
+        user_dir = self.root / user_id
+        for kind in KINDS:
+            await asyncio.to_thread(_remove_if_empty, user_dir / kind)
+        await asyncio.to_thread(_remove_if_empty, user_dir)
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # missing, or not empty (something arrived meanwhile): left as it is
+
+
+def _disk_user_files(user_dir: Path) -> list[tuple[Path, str]]:
+    """The user's object-folder files, sorted (symlinks never followed)."""
+    found: list[tuple[Path, str]] = []
+    for kind in KINDS:
+        kind_dir = user_dir / kind
+        if not kind_dir.is_dir() or kind_dir.is_symlink():
+            continue
+        for folder in sorted(kind_dir.iterdir()):
+            if not folder.is_dir() or folder.is_symlink() or not OBJECT_ID.fullmatch(folder.name):
+                continue
+            for entry in sorted(folder.iterdir()):
+                if entry.is_file() and not entry.is_symlink() \
+                        and not entry.name.startswith(".part-"):
+                    found.append((entry, f"{kind}/{folder.name}/{entry.name}"))
+    return found
 
 
 def _disk_entries(folder: Path) -> Folder:

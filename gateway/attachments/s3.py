@@ -28,12 +28,13 @@ from gateway.attachments.files import (
     Folder,
     Name,
     StoredFile,
+    UserFile,
     check_folder,
     object_path,
 )
 from gateway.config import StorageSettings
 from gateway.errors import NotFound, PayloadTooLarge, StorageUnavailable
-from gateway.identity.auth import USER_ID
+from gateway.identity.auth import USER_ID, validate_user_id
 
 PART_BYTES = 5 * 1024 * 1024  # S3's smallest multipart part: the most an upload holds in memory
 DELETE_BATCH = 1000  # DeleteObjects takes at most this many keys
@@ -364,6 +365,14 @@ class S3FileStore(FileStore):
                    folder in other)
             for folder, entries in sorted(files.items())
         ]
+
+    async def user_files(self, user_id: str) -> AsyncIterator[UserFile]:
+        validate_user_id(user_id)
+        async for item in self._list(self._key(f"{user_id}/")):
+            parts = self._relative(item["Key"])
+            if len(parts) == 4 and object_path(parts):
+                uri = self._s3(item["Key"])
+                yield UserFile(uri, "/".join(parts[1:]), uri.rpartition("/")[0])
 
     async def remove_file(self, location: str) -> None:
         key = self._key_of(location)

@@ -12,11 +12,11 @@ Scopes: a read (search, get, list, a GET of an owned route) needs `read`; anythi
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gateway.errors import Forbidden, InsufficientScope, ValidationFailed
+from gateway.errors import Forbidden, InsufficientScope, Unauthorized, ValidationFailed
 from gateway.identity.auth import validate_user_id
 from gateway.identity.named import USER, Named
 from gateway.identity.principal import PRINCIPAL_KEY, READ, WRITE, Principal
@@ -78,6 +78,17 @@ def settle_from_route(scope: MutableMapping[str, Any], named: Named) -> str:
     user = permitted(principal, str(next(iter(users))))
     scope[PRINCIPAL_KEY] = principal.acting_for(user)
     scope["user_id"] = user
+    return user
+
+
+async def settle_user(scope: MutableMapping[str, Any], named: Named,
+                      refused: Callable[[str], Awaitable[bool]] | None) -> str:
+    """`settle_from_route`, and an erased user (SPEC §17) refused once a service key's acting
+    user is fixed from the route (the dispatcher refused the others already)."""
+    settling = needs_acting_user(scope[PRINCIPAL_KEY])
+    user = settle_from_route(scope, named)
+    if settling and refused is not None and await refused(user):
+        raise Unauthorized("this user's data was erased")
     return user
 
 

@@ -45,5 +45,5 @@ def require_admin(scope: Mapping[str, Any]) -> Principal:
     """The admin Principal of an /admin/ request; any other credential finds nothing there."""
     principal = scope.get(PRINCIPAL_KEY)
     if not isinstance(principal, Principal) or principal.kind != "admin":
-        raise RouteNotFound(f"no such endpoint: {scope.get('path', '')}")
+        raise RouteNotFound("no such endpoint")
     return principal

@@ -23,6 +23,7 @@ from gateway.routes import (
     resources,
     tool_calls,
     uploads,
+    user_data,
 )
 from gateway.upstream.flavors import flavor_for
 
@@ -43,6 +44,7 @@ OWNED_PREFIXES: tuple[str, ...] = (
     "/attachments",
     "/files",
     "/uploads",
+    "/me",
 )
 
 
@@ -55,4 +57,5 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
         *attachments.routes, *files.routes, *admin.routes,
         *uploads.upload_routes(flavor.name),
+        *user_data.routes,
     ]

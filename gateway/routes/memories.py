@@ -128,7 +128,7 @@ async def _json_body(request: Request, entry: EngineRoute
                                field="body")
     target: Target | None = request.scope.get(TARGET_KEY)
     named = named_in(entry, payload, target.query if target else {}, {})
-    caller = acting.settle_from_route(request.scope, named)
+    caller = await acting.settle_user(request.scope, named, svc.erased_users.is_refused)
     scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")

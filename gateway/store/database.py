@@ -29,8 +29,8 @@ Row = Any
 POSTGRESQL_SCHEMES = ("postgresql://", "postgres://")
 # What processes keep in memory, by the rows it was read from (migrations/0008):
 #   keys: verified API keys (identity/auth.py); sessions: session owners and attachment
-#   matchers (search/index.py).
-TOPICS = ("keys", "sessions")
+#   matchers (search/index.py); erased: erasures of users (userdata/refusal.py).
+TOPICS = ("keys", "sessions", "erased")
 T = TypeVar("T")
 
 

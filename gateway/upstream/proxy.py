@@ -86,6 +86,8 @@ class Proxy:
         self.table = table
         self.fetch_guard = fetch_guard
         self.claim = claim
+        # Whether a user id was erased and may not come back (gateway/userdata/refusal.py).
+        self.refused: Callable[[str], Awaitable[bool]] | None = None
         self.admit: Admit | None = None
 
     async def __call__(
@@ -143,7 +145,7 @@ class Proxy:
         """The one identity policy, on every id the request names, and on the URIs the engine
         would read or fetch (403 / 422, nothing sent); the user the request acts as."""
         named = named_in(route, payload, target.query, params)
-        user_id = acting.settle_from_route(scope, named)
+        user_id = await acting.settle_user(scope, named, self.refused)
         # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes there.
         scoped = await self.rules.check_named(named, user_id,
                                               claims=route.claims or route.model is None)

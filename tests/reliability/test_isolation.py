@@ -158,6 +158,12 @@ PROBES: list[Probe] = [
       for path in (f"/conversations/{{conversation_id}}/tool-calls/{{tool_message_id}}/{action}",
                    f"/conversations/{{bob_conversation_id}}/tool-calls/{{tool_message_id}}/"
                    f"{action}")),
+    # A user's data (SPEC §17): the admin routes are no one else's (404, as an unknown route),
+    # and bob's own export holds nothing of alice's.
+    p("DELETE", "/admin/users/{user_id}", 404, code="route_not_found", path="/admin/users/alice"),
+    p("GET", "/admin/users/{user_id}/export", 404, code="route_not_found",
+      path="/admin/users/alice/export"),
+    p("GET", "/me/export", 200),
 ]
 # The admin API: no credential but an admin key finds anything there (SPEC §17).
 ADMIN = "route_not_found"

@@ -10,7 +10,7 @@ engine-native path it intercepts. Everything here is pure: no I/O.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -178,6 +178,32 @@ class NativeRoute:
 
 
 @dataclass(frozen=True)
+class DataOwner:
+    """Whose memories an erasure deletes or an export lists (SPEC §17): the user, their agents,
+    the (app_id, project_id) scopes their sessions live in, and the ids they claimed in the
+    default scope (their sessions there, and their groups: identity/ownership.py GROUP_SCOPE)."""
+
+    user_id: str
+    agent_ids: tuple[str, ...] = ()
+    scopes: tuple[tuple[str, str], ...] = ((DEFAULT_SCOPE, DEFAULT_SCOPE),)
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """One call the gateway makes on its own to the engine for an erasure or an export."""
+
+    method: str
+    path: str  # origin-form, query included
+    body: dict[str, Any] | None = None
+    # Why a 2xx answer still says the call failed (MemOS answers failures with 200), else None.
+    refusal: Callable[[Any], str | None] | None = None
+
+
+OwnerCalls = Callable[[DataOwner], list[EngineCall]]
+
+
+@dataclass(frozen=True)
 class Flavor:
     name: str
     dialect: Dialect  # what `/memories/add|search` and resource ingestion speak
@@ -187,6 +213,10 @@ class Flavor:
     # The engine reads `file://` URIs from the gateway's disk (a local engine): uploads are
     # ingested with their file item; other engines get the file's name in text only.
     reads_local_files: bool = False
+    # The engine's own routes that delete every memory of a user (None: the engine serves no
+    # delete, and an erasure lists the sessions that stay upstream), and that list them (export).
+    erase_calls: OwnerCalls | None = None
+    export_calls: OwnerCalls | None = None
 
     @cached_property
     def routes(self) -> RouteTable:

@@ -23,7 +23,9 @@ from gateway.upstream.flavors.base import (
     ADD,
     SEARCH,
     AddScope,
+    DataOwner,
     Dialect,
+    EngineCall,
     Flavor,
     NativeRoute,
     name_files,
@@ -181,6 +183,25 @@ CLOUD_TABLE: tuple[EngineRoute, ...] = (
 )
 
 
+def v2_erase_calls(owner: DataOwner) -> list[EngineCall]:
+    """`POST /api/v2/memory/delete` (`V2Delete`, everos_cloud/api/memory_api.py) once per scope
+    for the user, and once per scope for each of their agents (agent memories)."""
+    return [EngineCall("POST", "/api/v2/memory/delete",
+                       {"app_id": app_id, "project_id": project_id, key: value})
+            for app_id, project_id in owner.scopes
+            for key, value in (("user_id", owner.user_id),
+                               *(("agent_id", agent) for agent in owner.agent_ids))]
+
+
+def v1_erase_calls(owner: DataOwner) -> list[EngineCall]:
+    """`POST /api/v1/memories/delete` (`V1Delete`, everos/resources/v1/memories/memories.py:
+    "omitted fields skip filtering"): `{"user_id"}` for every memory of the user, then
+    `{"group_id"}` for each group they claimed (group memories are scoped by group_id)."""
+    return [EngineCall("POST", "/api/v1/memories/delete", body)
+            for body in ({"user_id": owner.user_id},
+                         *({"group_id": group} for group in owner.groups))]
+
+
 def _flavor(name: str, primary: Dialect) -> Flavor:
     return Flavor(
         name=name,
@@ -198,6 +219,7 @@ def _flavor(name: str, primary: Dialect) -> Flavor:
                         follows_config=primary is CLOUD_V1, model=models.V1_SEARCH),
         ),
         table=CLOUD_TABLE,
+        erase_calls=v2_erase_calls if primary is CLOUD_V2 else v1_erase_calls,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from gateway.attachments.add_body import WHOLE_CONTENT, WHOLE_MESSAGE, AttachmentItem
 from gateway.errors import UpstreamBadResponse
@@ -20,7 +21,9 @@ from gateway.upstream.flavors.base import (
     DEFAULT_SCOPE,
     SEARCH,
     AddScope,
+    DataOwner,
     Dialect,
+    EngineCall,
     Flavor,
     NativeRoute,
     file_line,
@@ -180,6 +183,19 @@ PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
                 note="summary by filters"),
 )
 
+def erase_calls(owner: DataOwner) -> list[EngineCall]:
+    """`DELETE /memories` with one identifier each (server/main.py `delete_all_memories`:
+    `Memory.delete_all(user_id=…)`, or `agent_id=…`, the admin role required)."""
+    return [EngineCall("DELETE", f"/memories?{urlencode({key: value})}")
+            for key, value in (("user_id", owner.user_id),
+                               *(("agent_id", agent) for agent in owner.agent_ids))]
+
+
+def export_calls(owner: DataOwner) -> list[EngineCall]:
+    """`GET /memories?user_id=…` (server/main.py `get_all_memories`)."""
+    return [EngineCall("GET", f"/memories?{urlencode({'user_id': owner.user_id})}")]
+
+
 FLAVOR = Flavor(
     name="mem0",
     dialect=MEM0,
@@ -192,4 +208,6 @@ FLAVOR = Flavor(
                     model=models.PLATFORM_SEARCH),
     ),
     table=(*OSS_ROUTES, *PLATFORM_ROUTES),
+    erase_calls=erase_calls,
+    export_calls=export_calls,
 )

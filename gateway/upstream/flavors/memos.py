@@ -23,7 +23,9 @@ from gateway.upstream.flavors.base import (
     DEFAULT_SCOPE,
     SEARCH,
     AddScope,
+    DataOwner,
     Dialect,
+    EngineCall,
     Flavor,
     NativeRoute,
     file_line,
@@ -164,6 +166,28 @@ MEMOS_ROUTES: tuple[EngineRoute, ...] = (
                 note="suggested queries from one cube"),
 )
 
+def _failed(answer: Any) -> str | None:
+    """handlers/memory_handler.py answers a failed delete with 200 and `data.status: failure`."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if isinstance(data, dict) and data.get("status") == "failure":
+        return str(answer.get("message") or "the engine could not delete")
+    return None
+
+
+def erase_calls(owner: DataOwner) -> list[EngineCall]:
+    """`POST /product/delete_memory {"user_id"}`: the filter mode of `handle_delete_memories`
+    (handlers/memory_handler.py), which deletes the user's text and preference memories."""
+    return [EngineCall("POST", "/product/delete_memory", {"user_id": owner.user_id},
+                       refusal=_failed)]
+
+
+def export_calls(owner: DataOwner) -> list[EngineCall]:
+    """`POST /product/get_all` of the user's own cube (`GetAllRequest`, product_models.py)."""
+    return [EngineCall("POST", "/product/get_all",
+                       {"user_id": owner.user_id, "memory_type": kind})
+            for kind in ("text_mem", "act_mem", "para_mem")]
+
+
 FLAVOR = Flavor(
     name="memos",
     dialect=MEMOS,
@@ -173,4 +197,6 @@ FLAVOR = Flavor(
                     model=models.SEARCH),
     ),
     table=MEMOS_ROUTES,
+    erase_calls=erase_calls,
+    export_calls=export_calls,
 )

@@ -1,0 +1,84 @@
+"""Erasing a user in front of the real EverOS 1.5.1 engine, which serves no delete (SPEC §17):
+the gateway removes everything it holds, refuses the user from then on, and its answer lists
+the sessions that stay upstream; the engine, asked directly, still has them."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.identity.auth import generate_key, hash_secret
+from gateway.store.user_rows import USER_TABLES
+from tests.e2e.real_engine_helpers import message, new_session, now_ms, png
+from tests.everos_engine import EverosEngine, eventually
+from tests.processes import gateway
+
+pytestmark = pytest.mark.e2e
+
+
+def _admin_key(database: Path) -> str:
+    new = generate_key("ops")
+    with sqlite3.connect(database) as conn:
+        conn.execute("INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms, kind) "
+                     "VALUES (?, ?, ?, ?, 'admin')",
+                     (new.key_id, new.user_id, hash_secret(new.secret), now_ms()))
+    return new.token
+
+
+def _rows_of(database: Path, user_id: str) -> dict[str, int]:
+    with sqlite3.connect(database) as conn:
+        return {table.name: conn.execute(f"SELECT COUNT(*) FROM {table.name} WHERE user_id = ?",
+                                         (user_id,)).fetchone()[0] for table in USER_TABLES}
+
+
+def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
+    everos: EverosEngine, tmp_path: Path,
+) -> None:
+    user = f"erin-{secrets.token_hex(4)}"  # the engine is shared by the session's tests
+    session = new_session("erase")
+    with gateway(tmp_path, everos.url, log=tmp_path / "gateway.log") as gw:
+        database = tmp_path / "storage" / "_gateway.db"
+        with httpx.Client(base_url=gw.url, timeout=60,
+                          headers={"Authorization": f"Bearer {gw.key(user)}"}) as client:
+            at = now_ms()
+            added = client.post("/api/v2/memory/add", json={"session_id": session, "messages": [
+                message("user", user, "my lighthouse photos from the cliff walk", at)]})
+            assert added.status_code == 200, added.text
+            flushed = client.post("/api/v2/memory/flush", json={"session_id": session})
+            assert flushed.status_code == 200, flushed.text
+            uploaded = client.post("/resources", files={"file": ("cliff.png", png(2, 3),
+                                                                 "image/png")})
+            assert uploaded.status_code == 201, uploaded.text
+            resource_session = uploaded.json()["session_id"]
+
+            with httpx.Client(base_url=gw.url, timeout=120, headers={
+                    "Authorization": f"Bearer {_admin_key(database)}"}) as admin:
+                erased = admin.delete(f"/admin/users/{user}")
+
+            assert erased.status_code == 200, erased.text
+            answer = erased.json()
+            assert answer["status"] == "erased"
+            assert answer["engine"] == {"erased": False,
+                                        "remaining": sorted([session, resource_session])}
+            assert answer["counts"]["files"] == 1
+            refused = client.post("/api/v2/memory/search", json={"query": "lighthouse",
+                                                                 "user_id": user})
+            assert refused.status_code == 401
+    assert _rows_of(database, user) == {table.name: 0 for table in USER_TABLES}
+    assert not (tmp_path / "storage" / user).exists()
+
+    # What the answer says stays upstream is there: the engine still finds the session.
+    def found() -> dict[str, Any] | None:
+        response = everos.post("/api/v2/memory/search", {"query": "lighthouse cliff",
+                                                         "user_id": user})
+        assert response.status_code == 200, response.text
+        episodes = [e for e in response.json()["data"]["episodes"]
+                    if e["session_id"] == session]
+        return episodes[0] if episodes else None
+
+    assert "lighthouse" in eventually(found, what="the erased user's episode")["episode"]

@@ -1,0 +1,361 @@
+"""A user's data (SPEC §17): erase (`DELETE /admin/users/{id}`) and export (`GET
+/admin/users/{id}/export`, `GET /me/export`), on SQLite and PostgreSQL, on disk and S3.
+
+Each test seeds alice and bob with rows in every table that holds a user's rows and with files
+(tests/user_data_seed.py), then checks alice's side by the rows and files left and bob's by
+counting every one of his rows and files before and after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from gateway.app import Gateway
+from gateway.config import Settings
+from gateway.identity.auth import generate_key, hash_secret
+from gateway.ids import now_ms
+from gateway.store import user_rows
+from gateway.store.user_rows import USER_TABLES
+from tests import databases
+from tests.attachment_helpers import stored_bytes, stored_files
+from tests.conftest import StartGateway, client_for, on_both_stores
+from tests.user_data_seed import seed_user
+
+pytestmark = [pytest.mark.both_databases, on_both_stores]
+TABLES = [table.name for table in USER_TABLES]
+
+
+def admin_token(settings: Settings) -> str:
+    """An admin key, made as the admin API's key rows are (kind 'admin')."""
+    new = generate_key("ops")
+    databases.execute(
+        settings.storage.database,
+        "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms, kind) "
+        "VALUES (?, ?, ?, ?, 'admin')", new.key_id, new.user_id, hash_secret(new.secret), now_ms())
+    return new.token
+
+
+def holdings(settings: Settings, user_id: str) -> dict[str, Any]:
+    """Every row count of the user per table, and their stored files with their bytes."""
+    found: dict[str, Any] = {
+        table: databases.rows(settings.storage.database,
+                              f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", user_id)[0][0]
+        for table in TABLES}
+    found["files"] = {name: stored_bytes(settings, name) for name in stored_files(settings)
+                      if name.startswith(f"{user_id}/")}
+    return found
+
+
+async def seed(app: Gateway, user_id: str, **sizes: int) -> dict[str, int]:
+    return await seed_user(app.services.db, app.services.files, user_id, **sizes)
+
+
+@pytest.fixture
+async def admin(app: Gateway, settings: Settings) -> Any:
+    async with client_for(app, admin_token(settings)) as client:
+        yield client
+
+
+async def test_every_table_with_a_user_id_is_erased_and_exported(
+    app: Gateway, settings: Settings,
+) -> None:
+    in_schema = await user_rows.tables_with_user_id(app.services.db)
+    assert in_schema == set(TABLES), "a table holding users' rows is missing from USER_TABLES"
+    seeded = await seed(app, "alice")
+    assert sorted(table for table, count in seeded.items() if count) == sorted(TABLES)
+
+
+async def test_erase_removes_every_row_and_file_of_the_user_and_nothing_of_others(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    seeded = await seed(app, "alice", messages=5, stored_files=3)
+    await seed(app, "bob", messages=4, stored_files=2)
+    bob_before = holdings(settings, "bob")
+    assert len(holdings(settings, "alice")["files"]) == 3
+
+    response = await admin.delete("/admin/users/alice")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "userId": "alice", "status": "erased",
+        "counts": dict(sorted({**seeded, "files": 3}.items())),
+        "engine": {"erased": False, "remaining": ["s-alice"]},
+    }
+    left = holdings(settings, "alice")
+    assert left == {**{table: 0 for table in TABLES}, "files": {}}
+    assert holdings(settings, "bob") == bob_before
+    audit = databases.rows(settings.storage.database,
+                           "SELECT action, target FROM admin_audit ORDER BY seq")
+    assert [tuple(row) for row in audit] == [("users.erase", "alice")]
+    kept = databases.rows(settings.storage.database,
+                          "SELECT erasing_user_id, user_sha256, status FROM user_erasures")
+    assert [tuple(row) for row in kept] == [(None, user_rows.user_sha256("alice"), "erased")]
+
+
+async def test_second_erase_is_a_no_op_with_the_same_answer(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    await seed(app, "alice")
+    first = await admin.delete("/admin/users/alice")
+    again = await admin.delete("/admin/users/alice")
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    audit = databases.rows(settings.storage.database, "SELECT action FROM admin_audit")
+    assert len(audit) == 1
+
+
+async def test_erased_user_is_refused_with_401_for_any_credential(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+    make_key: Callable[[str], str],
+) -> None:
+    before = make_key("alice")
+    async with client_for(app, before) as alice:
+        assert (await alice.get("/agents")).status_code == 200
+        await admin.delete("/admin/users/alice")
+        assert (await alice.get("/agents")).status_code == 401
+    async with client_for(app, make_key("alice")) as again:  # a key made after the erasure
+        refused = await again.get("/agents")
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "unauthorized"
+    async with client_for(app, make_key("bob")) as bob:
+        assert (await bob.get("/agents")).status_code == 200
+
+
+async def test_fresh_mode_lets_an_erased_id_back_with_an_empty_account(
+    settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+) -> None:
+    fresh = settings.with_values(auth={"erased_users": "fresh"})
+    async with start_gateway(fresh) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            assert (await admin.delete("/admin/users/alice")).status_code == 200
+        async with client_for(app, make_key("alice")) as alice:
+            answer = await alice.get("/resources")
+    assert answer.status_code == 200
+    assert answer.json()["items"] == []
+
+
+async def test_admin_routes_are_404_to_other_credentials_and_admin_keys_reach_only_them(
+    app: Gateway, admin: httpx.AsyncClient, alice: httpx.AsyncClient, settings: Settings,
+) -> None:
+    await seed(app, "bob")
+    refused = await alice.delete("/admin/users/bob")
+    assert refused.status_code == 404
+    assert (await alice.get("/admin/users/bob/export")).status_code == 404
+    assert holdings(settings, "bob")["conversation_messages"] == 3
+    assert (await admin.get("/agents")).status_code == 404
+    assert (await admin.get("/me/export")).status_code == 404
+
+
+async def test_erase_refuses_an_invalid_user_id_and_writes_nothing(
+    app: Gateway, admin: httpx.AsyncClient, settings: Settings,
+) -> None:
+    response = await admin.delete("/admin/users/-alice")
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "user_id"
+    assert databases.rows(settings.storage.database, "SELECT * FROM user_erasures") == []
+
+
+def _archive(response: httpx.Response) -> zipfile.ZipFile:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/zip"
+    return zipfile.ZipFile(io.BytesIO(response.content))
+
+
+async def test_export_holds_every_table_the_files_and_a_manifest(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    seeded = await seed(app, "alice", messages=7, stored_files=3, file_bytes=300_000)
+    await seed(app, "bob")
+    archive = _archive(await admin.get("/admin/users/alice/export"))
+
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["counts"] == seeded
+    for table in TABLES:
+        lines = archive.read(f"{table}.jsonl").decode().splitlines()
+        rows = [json.loads(line) for line in lines]
+        assert len(rows) == seeded[table]
+        assert all(row["user_id"] == "alice" for row in rows)
+    keys = [json.loads(line) for line in archive.read("api_keys.jsonl").splitlines()]
+    assert all("secret_sha256" not in key for key in keys)
+    stored = {name: stored_bytes(settings, name) for name in stored_files(settings)
+              if name.startswith("alice/")}
+    assert sorted(f"files/{name.removeprefix('alice/')}" for name in stored) == \
+        sorted(entry["path"] for entry in manifest["files"])
+    for entry in manifest["files"]:
+        data = archive.read(entry["path"])
+        assert data == stored["alice/" + entry["path"].removeprefix("files/")]
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+        assert entry["size"] == len(data) == 300_000
+    assert b"bob" not in b"".join(archive.read(name) for name in archive.namelist()
+                                  if name.endswith(".jsonl"))
+    audit = databases.rows(settings.storage.database, "SELECT action, target FROM admin_audit")
+    assert [tuple(row) for row in audit] == [("users.export", "alice")]
+
+
+async def test_a_user_exports_their_own_data_with_their_own_key(
+    app: Gateway, alice: httpx.AsyncClient, settings: Settings,
+) -> None:
+    await seed(app, "alice")
+    await seed(app, "bob")
+    archive = _archive(await alice.get("/me/export"))
+    messages = archive.read("conversation_messages.jsonl").decode().splitlines()
+    assert sorted(json.loads(line)["content"] for line in messages) == [
+        f"message {n} of alice" for n in range(3)]
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["userId"] == "alice"
+    assert manifest["counts"]["api_keys"] == 2  # the seeded one and the one exporting
+
+
+# --- the engine's part ---------------------------------------------------------------------
+
+
+def _settings_for(settings: Settings, flavor: str) -> Settings:
+    return settings.with_values(upstream={"flavor": flavor})
+
+
+async def test_mem0_erase_deletes_through_delete_memories_for_the_user_and_their_agents(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    deleted = engine.delete("/memories").mock(
+        return_value=httpx.Response(200, json={"message": "All relevant memories deleted"}))
+    async with start_gateway(_settings_for(settings, "mem0")) as app:
+        await seed(app, "alice")
+        agent = holdings_agent(settings, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.delete("/admin/users/alice")
+    assert response.json()["engine"] == {"erased": True, "remaining": []}
+    assert [dict(call.request.url.params) for call in deleted.calls] == [
+        {"user_id": "alice"}, {"agent_id": agent}]
+
+
+def holdings_agent(settings: Settings, user_id: str) -> str:
+    return str(databases.rows(settings.storage.database,
+                              "SELECT id FROM agents WHERE user_id = ?", user_id)[0][0])
+
+
+async def test_memos_erase_deletes_by_user_filter_and_a_200_failure_keeps_it_open(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    route = engine.post("/product/delete_memory").mock(side_effect=[
+        httpx.Response(200, json={"code": 200, "message": "Failed to delete memories",
+                                  "data": {"status": "failure"}}),
+        httpx.Response(200, json={"code": 200, "message": "ok", "data": {"status": "success"}}),
+    ])
+    async with start_gateway(_settings_for(settings, "memos")) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            failed = await admin.delete("/admin/users/alice")
+            assert failed.status_code == 502
+            assert holdings(settings, "alice")["conversation_messages"] == 3  # nothing removed
+            async with client_for(app, databases_key(settings, "alice")) as alice:
+                assert (await alice.get("/agents")).status_code == 401  # refused meanwhile
+            finished = await admin.delete("/admin/users/alice")
+    assert finished.status_code == 200
+    assert finished.json()["engine"] == {"erased": True, "remaining": []}
+    assert [json.loads(call.request.content) for call in route.calls] == [
+        {"user_id": "alice"}, {"user_id": "alice"}]
+    assert holdings(settings, "alice")["conversation_messages"] == 0
+
+
+def databases_key(settings: Settings, user_id: str) -> str:
+    new = generate_key(user_id)
+    databases.execute(settings.storage.database,
+                      "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms) "
+                      "VALUES (?, ?, ?, ?)", new.key_id, user_id, hash_secret(new.secret),
+                      now_ms())
+    return new.token
+
+
+async def test_cloud_erase_deletes_each_scope_for_the_user_and_their_agents(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    route = engine.post("/api/v2/memory/delete").mock(
+        return_value=httpx.Response(200, json={"data": {"count": 1}}))
+    async with start_gateway(_settings_for(settings, "everos-cloud")) as app:
+        await seed(app, "alice")
+        databases.execute(settings.storage.database,
+                          "INSERT INTO memory_sessions (app_id, project_id, session_id, user_id, "
+                          "created_at) VALUES ('shop', 'p1', 's2', 'alice', 0)")
+        agent = holdings_agent(settings, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.delete("/admin/users/alice")
+    assert response.json()["engine"] == {"erased": True, "remaining": []}
+    assert [json.loads(call.request.content) for call in route.calls] == [
+        {"app_id": "default", "project_id": "default", "user_id": "alice"},
+        {"app_id": "default", "project_id": "default", "agent_id": agent},
+        {"app_id": "shop", "project_id": "p1", "user_id": "alice"},
+        {"app_id": "shop", "project_id": "p1", "agent_id": agent},
+    ]
+
+
+async def test_mem0_export_includes_the_engine_memories_it_lists(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    listed = engine.get("/memories").mock(return_value=httpx.Response(
+        200, json={"results": [{"id": "m1", "memory": "likes tea", "user_id": "alice"}]}))
+    async with start_gateway(_settings_for(settings, "mem0")) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            archive = _archive(await admin.get("/admin/users/alice/export"))
+    records = [json.loads(line) for line in archive.read("engine.jsonl").splitlines()]
+    assert records[0]["answer"]["results"][0]["memory"] == "likes tea"
+    assert dict(listed.calls.last.request.url.params) == {"user_id": "alice"}
+    assert json.loads(archive.read("manifest.json"))["counts"]["engine"] == 1
+
+
+async def test_start_up_finishes_an_erasure_a_crash_interrupted(
+    settings: Settings, start_gateway: StartGateway,
+) -> None:
+    async with start_gateway(settings) as app:
+        await seed(app, "alice", messages=4, stored_files=2)
+        await seed(app, "bob")
+        bob_before = holdings(settings, "bob")
+        # The process dies right after recording the erasure and removing one batch.
+        await user_rows.begin_erasure(app.services.db, "alice", "key-1")
+        await user_rows.delete_batch(app.services.db, USER_TABLES[4], "alice", 2)
+    async with start_gateway(settings) as app:
+        await app.services.drain()
+    assert holdings(settings, "alice") == {**{table: 0 for table in TABLES}, "files": {}}
+    assert holdings(settings, "bob") == bob_before
+    kept = databases.rows(settings.storage.database, "SELECT status, counts FROM user_erasures")
+    assert kept[0][0] == "erased"
+    assert json.loads(kept[0][1])["conversation_messages"] == 4
+
+
+async def test_cloud_v1_erase_deletes_by_user_and_by_each_group_claimed(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    route = engine.post("/api/v1/memories/delete").mock(return_value=httpx.Response(200))
+    async with start_gateway(_settings_for(settings, "everos-cloud-v1")) as app:
+        await seed(app, "alice")
+        databases.execute(settings.storage.database,
+                          "INSERT INTO memory_sessions (app_id, project_id, session_id, user_id, "
+                          "created_at) VALUES ('_cube', '_cube', 'cube-1', 'alice', 0)")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.delete("/admin/users/alice")
+    assert response.json()["engine"] == {"erased": True, "remaining": []}
+    assert [json.loads(call.request.content) for call in route.calls] == [
+        {"user_id": "alice"}, {"group_id": "s-alice"}]
+
+
+async def test_an_engine_that_cannot_list_fails_the_export_before_any_byte(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    engine.get("/memories").mock(return_value=httpx.Response(500, json={"detail": "down"}))
+    async with start_gateway(_settings_for(settings, "mem0")) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            response = await admin.get("/admin/users/alice/export")
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_bad_response"
+    assert databases.rows(settings.storage.database, "SELECT * FROM admin_audit") == []
