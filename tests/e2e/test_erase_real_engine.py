@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from gateway.identity.auth import generate_key, hash_secret
 from gateway.store.user_rows import USER_TABLES
 from tests.e2e.real_engine_helpers import message, new_session, now_ms, png
-from tests.everos_engine import EverosEngine, eventually
+from tests.everos_engine import EverosEngine, eventually, everos_engine
 from tests.processes import gateway
 
 pytestmark = pytest.mark.e2e
@@ -36,6 +37,21 @@ def _rows_of(database: Path, user_id: str) -> dict[str, int]:
                                          (user_id,)).fetchone()[0] for table in USER_TABLES}
 
 
+@pytest.fixture(scope="module")
+def everos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EverosEngine]:
+    """An engine of this module's own: what it is left holding (an erased user's sessions, files
+    it was handed that are gone) never reaches the session's shared engine and its tests."""
+    with everos_engine(tmp_path_factory.mktemp("everos-erase")) as engine:
+        yield engine
+
+
+def _episode_of(everos: EverosEngine, user: str, session: str) -> dict[str, Any] | None:
+    response = everos.post("/api/v2/memory/search", {"query": "cliff", "user_id": user})
+    assert response.status_code == 200, response.text
+    found = [e for e in response.json()["data"]["episodes"] if e["session_id"] == session]
+    return found[0] if found else None
+
+
 def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
     everos: EverosEngine, tmp_path: Path,
 ) -> None:
@@ -47,7 +63,7 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
                           headers={"Authorization": f"Bearer {gw.key(user)}"}) as client:
             at = now_ms()
             added = client.post("/api/v2/memory/add", json={"session_id": session, "messages": [
-                message("user", user, "my lighthouse photos from the cliff walk", at)]})
+                message("user", user, "my windmill photos from the cliff walk", at)]})
             assert added.status_code == 200, added.text
             flushed = client.post("/api/v2/memory/flush", json={"session_id": session})
             assert flushed.status_code == 200, flushed.text
@@ -55,6 +71,11 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
                                                                  "image/png")})
             assert uploaded.status_code == 201, uploaded.text
             resource_session = uploaded.json()["session_id"]
+            # The engine reads an upload's file from the gateway's disk in the background: let
+            # it finish before the erase removes the file, or its queue stalls on the missing
+            # file and holds up the tests after this one.
+            eventually(lambda: _episode_of(everos, user, resource_session),
+                       what="the upload's episode")
 
             with httpx.Client(base_url=gw.url, timeout=120, headers={
                     "Authorization": f"Bearer {_admin_key(database)}"}) as admin:
@@ -66,7 +87,7 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
             assert answer["engine"] == {"erased": False,
                                         "remaining": sorted([session, resource_session])}
             assert answer["counts"]["files"] == 1
-            refused = client.post("/api/v2/memory/search", json={"query": "lighthouse",
+            refused = client.post("/api/v2/memory/search", json={"query": "windmill",
                                                                  "user_id": user})
             assert refused.status_code == 401
     assert _rows_of(database, user) == {table.name: 0 for table in USER_TABLES}
@@ -74,11 +95,11 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
 
     # What the answer says stays upstream is there: the engine still finds the session.
     def found() -> dict[str, Any] | None:
-        response = everos.post("/api/v2/memory/search", {"query": "lighthouse cliff",
+        response = everos.post("/api/v2/memory/search", {"query": "windmill cliff",
                                                          "user_id": user})
         assert response.status_code == 200, response.text
         episodes = [e for e in response.json()["data"]["episodes"]
                     if e["session_id"] == session]
         return episodes[0] if episodes else None
 
-    assert "lighthouse" in eventually(found, what="the erased user's episode")["episode"]
+    assert "windmill" in eventually(found, what="the erased user's episode")["episode"]
