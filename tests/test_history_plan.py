@@ -5,7 +5,8 @@ On PostgreSQL the planner weighs indexes by statistics, and for a table this sma
 sequential scan is rightly cheapest; with sequential scans priced out (`enable_seqscan = off`,
 as a 100,000-message conversation prices them) it must still choose this index over
 `conversation_messages_client_id` plus a sort, which it did without statistics before the index
-existed (docs/decisions.md)."""
+existed (docs/decisions.md). Where other tests' rows gave it statistics, it may walk
+`conversation_messages_page` instead, also in order and without a sort."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests import databases
 pytestmark = pytest.mark.both_databases
 
 INDEX = "conversation_messages_history"
+ORDERED = "conversation_messages_page"
 
 
 async def _postgresql_plan(url: str, sql: str, params: tuple[object, ...]) -> str:
@@ -46,5 +48,9 @@ def test_a_history_page_walks_its_index_and_sorts_nothing(
     migrate(database_url)
     params = ("cnv_1", "alice", *((1_700_000_000_000, "msg_1") if with_cursor else ()), 50)
     found = plan(database_url, page_sql(with_cursor), params)
-    assert INDEX in found, found
+    # With statistics (a database other tests wrote to), PostgreSQL may rightly walk
+    # conversation_messages_page backwards and filter the user: ordered, no sort either. What
+    # must never happen is the client-id index plus a sort of the whole conversation.
+    assert INDEX in found or (is_postgresql(database_url) and ORDERED in found), found
+    assert "client_id" not in found, found
     assert "sort" not in found.lower() and "temp b-tree" not in found.lower(), found
