@@ -316,3 +316,27 @@ async def test_cloud_refusing_to_sign_fails_the_add_with_nothing_mapped(
     sent = json.loads(sign_route.calls.last.request.content)
     assert sent["objectList"][0]["fileName"] == "harbour.png"
     assert sent["objectList"][0]["fileType"] == "image"
+
+
+@pytest.mark.parametrize("key", ["mms/0f3c2a9b8d7e6f5a4b3c2d1e0f9a8b7c/harbour.png",
+                                 "/mms/0f3c2a9b8d7e6f5a4b3c2d1e0f9a8b7c/harbour.png",
+                                 "mgw-object/../mms/x/harbour.png"])
+async def test_a_clouds_own_object_key_cannot_be_named_by_a_client(
+        settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+        engine: respx.MockRouter, key: str) -> None:
+    """The Cloud's object keys (what the gateway hands it for a user's stored file) are bare
+    paths the Cloud reads as its own objects: one in a client's add, intercepted or passed
+    through, would hand bob alice's file. Only the gateway's own keys and URIs pass."""
+    cloud = settings.with_values(upstream={"flavor": "everos-cloud"})
+    add = engine.post("/api/v2/memory/add").mock(return_value=httpx.Response(202, json={}))
+    group = engine.post("/api/v1/memories/group").mock(
+        return_value=httpx.Response(202, json={}))
+    async with start_gateway(cloud) as app, client_for(app, make_key("bob")) as bob:
+        native = await bob.post("/api/v2/memory/add", json=add_body(key, "bob-s", "bob"))
+        passed = await bob.post("/api/v1/memories/group", json={
+            "group_id": "bobs-group", "messages": [{
+                "role": "user", "sender_id": "bob", "timestamp": 1760000000000,
+                "content": [{"type": "image", "uri": key}]}]})
+    assert native.status_code == 422, native.text
+    assert passed.status_code == 422, passed.text
+    assert not add.called and not group.called
