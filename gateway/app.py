@@ -314,8 +314,9 @@ class Gateway:
             (header(scope, b"x-api-key") or b"").decode("latin-1"),
         )
         if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
-            scope[PRINCIPAL_KEY] = require_admin({PRINCIPAL_KEY: principal, "path": path})
+            scope[PRINCIPAL_KEY] = principal
             scope["user_id"] = principal.user_id
+            require_admin(scope)
             if not await self._route(scope, receive, send, path):
                 raise RouteNotFound("no such endpoint")
             return

@@ -77,12 +77,6 @@ async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str, *,
                   users_glob)
 
 
-async def user_exists(db: Database, user_id: str) -> bool:
-    """Whether any key (revoked or not) was ever made for this user id."""
-    row = await db.read_one("SELECT 1 FROM api_keys WHERE user_id = ? LIMIT 1", (user_id,))
-    return row is not None
-
-
 async def list_keys(db: Database, user_id: str | None = None) -> list[ApiKey]:
     if user_id is None:
         rows = await db.read("SELECT * FROM api_keys ORDER BY created_at_ms, id")
@@ -132,16 +126,3 @@ async def touch(db: Database, used: dict[str, int]) -> None:
                 " AND (last_used_at_ms IS NULL OR last_used_at_ms < ?)",
                 (at_ms, key_id, at_ms),
             )
-
-
-async def users(db: Database, after: str | None, limit: int) -> list[str]:
-    """User ids that have keys, in order, after `after`."""
-    if after is None:
-        rows = await db.read(
-            "SELECT DISTINCT user_id FROM api_keys WHERE kind <> 'admin' ORDER BY user_id LIMIT ?",
-            (limit,))
-    else:
-        rows = await db.read(
-            "SELECT DISTINCT user_id FROM api_keys WHERE kind <> 'admin' AND user_id > ?"
-            " ORDER BY user_id LIMIT ?", (after, limit))
-    return [row["user_id"] for row in rows]
