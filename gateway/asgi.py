@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable
 
 from starlette.types import Receive, Scope, Send
 
@@ -24,22 +23,27 @@ class ParsingBudget:
         self.limit = limit
         self.in_use = 0
 
-    @contextmanager
-    def held(self, scope: Scope) -> Iterator[Share]:
-        """A share for this request's body, charged by `read_body`, given back on exit."""
-        share = Share(self)
-        scope[PARSING_KEY] = share
-        try:
-            yield share
-        finally:
-            scope.pop(PARSING_KEY, None)
-            self.in_use -= share.size
-            share.size = 0
+    def held(self, scope: Scope) -> Share:
+        """A share for this request's body, charged by `read_body`, given back on exit (a
+        plain context manager: it runs on every request)."""
+        return Share(self, scope)
 
 
 class Share:
-    def __init__(self, budget: ParsingBudget) -> None:
+    __slots__ = ("budget", "scope", "size")
+
+    def __init__(self, budget: ParsingBudget, scope: Scope) -> None:
         self.budget = budget
+        self.scope = scope
+        self.size = 0
+
+    def __enter__(self) -> Share:
+        self.scope[PARSING_KEY] = self
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.scope.pop(PARSING_KEY, None)
+        self.budget.in_use -= self.size
         self.size = 0
 
     def grow_to(self, size: int) -> None:
@@ -81,10 +85,13 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
 
     Inside `ParsingBudget.held`, the body's bytes are charged to the budget: its declared length
     before anything is read, then what arrives beyond it."""
-    check_declared_length(scope, limit)
+    declared = declared_length(scope)
+    if declared is not None and declared > limit:
+        raise PayloadTooLarge(
+            f"request body of {declared} bytes exceeds the limit of {limit} bytes")
     share: Share | None = scope.get(PARSING_KEY)
     if share is not None:
-        share.grow_to(declared_length(scope) or 0)
+        share.grow_to(declared or 0)
     chunks: list[bytes] = []
     size = 0
     more = True

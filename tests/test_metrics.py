@@ -158,6 +158,27 @@ async def test_resolutions_count_by_mode(app: Gateway, alice: httpx.AsyncClient)
     assert sample(app, "gateway_resolutions_total", mode=mode) == 1
 
 
+def test_latency_buckets_are_cumulative_with_inclusive_bounds() -> None:
+    metrics = Metrics()
+    for seconds in (0.0005, 0.001, 0.003, 100.0):
+        metrics.request("/healthz", "GET", 200, seconds)
+    metrics.request("/healthz", "BREW", 418, 0.2)
+    value = metrics.registry.get_sample_value
+
+    def bucket(le: str) -> float | None:
+        return value("gateway_request_duration_seconds_bucket", {"route": "/healthz", "le": le})
+
+    assert [bucket(le) for le in ("0.001", "0.0025", "0.005", "0.25", "60.0", "+Inf")] == [
+        2, 2, 3, 4, 4, 5]
+    assert value("gateway_request_duration_seconds_count", {"route": "/healthz"}) == 5
+    assert value("gateway_request_duration_seconds_sum", {"route": "/healthz"}) == pytest.approx(
+        100.2045)
+    assert value("gateway_requests_total",
+                 {"route": "/healthz", "method": "GET", "status": "200"}) == 4
+    assert value("gateway_requests_total",
+                 {"route": "/healthz", "method": "OTHER", "status": "418"}) == 1
+
+
 async def test_each_app_has_its_own_registry(settings: Settings) -> None:
     one, two = Metrics(), Metrics()
     one.request("/healthz", "GET", 200, 0.001)

@@ -18,6 +18,7 @@ import aiosqlite
 
 from gateway.store import migrations
 from gateway.store.database import Database, Transaction
+from gateway.store.wal_index import WalIndexWatch
 
 BUSY_TIMEOUT_MS = 30_000
 READER_CONNECTIONS = 2
@@ -62,7 +63,8 @@ class SqliteDatabase(Database):
         self._write_lock = asyncio.Lock()
         self._inline: sqlite3.Connection | None = None
         self._generations: dict[str, int] = {}
-        self._generations_at = -1  # the data_version they were read at
+        self._generations_at: object = -1  # the wal-index stamp or data_version read before
+        self._wal_index: WalIndexWatch | None = None
         self._unknown = itertools.count(-1, -1)  # generations while the file is locked
 
     async def open(self) -> None:
@@ -71,6 +73,8 @@ class SqliteDatabase(Database):
         self._readers = [await self._connect() for _ in range(READER_CONNECTIONS)]
         self._inline = sqlite3.connect(self.path, isolation_level=None)
         self._inline.execute(f"PRAGMA busy_timeout = {READ_NOW_BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            self._wal_index = WalIndexWatch.open(self._inline, self.path)
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
@@ -81,6 +85,9 @@ class SqliteDatabase(Database):
         return conn
 
     async def close(self) -> None:
+        if self._wal_index is not None:
+            self._wal_index.close()
+            self._wal_index = None
         if self._inline is not None:
             self._inline.close()
             self._inline = None
@@ -119,14 +126,17 @@ class SqliteDatabase(Database):
     def generation(self, topic: str) -> int:
         """The topic's counter in `cache_generations` (bumped by triggers, migrations/0008).
 
-        Read again only when SQLite's `PRAGMA data_version` has moved: that number changes
-        whenever any connection of any process commits, and reading it on the event loop
-        thread's connection (which never writes, so every commit counts) costs no I/O.
+        Read again only when the wal-index header has changed (gateway/store/wal_index.py):
+        it changes whenever any connection of any process commits, and is read from memory.
+        Without a wal-index to map, `PRAGMA data_version` on the event loop thread's connection
+        (which never writes, so every commit counts) says the same with three system calls.
         """
         if self._inline is None:
             raise RuntimeError("database is not open")
         try:
-            version = self._inline.execute("PRAGMA data_version").fetchone()[0]
+            watch = self._wal_index
+            version = (watch.stamp() if watch is not None
+                       else self._inline.execute("PRAGMA data_version").fetchone()[0])
             if version != self._generations_at:
                 self._generations = dict(self._inline.execute(
                     "SELECT topic, value FROM cache_generations").fetchall())

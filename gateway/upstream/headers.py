@@ -40,10 +40,11 @@ def _connection_named(headers: list[tuple[bytes, bytes]]) -> set[bytes]:
 
 
 @lru_cache(maxsize=8)
-def _replaced_names(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes]:
-    """Header names never taken from the client: ours, in every spelling (case, `_` for `-`)."""
+def _not_taken(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes]:
+    """Header names never taken from the client: hop-by-hop ones, those the gateway replaces,
+    and ours in every spelling (case, `_` for `-`)."""
     names = {user_header, *configured, "authorization", "x-api-key", "x-memory-gateway-user"}
-    return frozenset(name.lower().replace("_", "-").encode() for name in names)
+    return _NOT_FORWARDED | {name.lower().replace("_", "-").encode() for name in names}
 
 
 def upstream_headers(
@@ -51,32 +52,41 @@ def upstream_headers(
 ) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop, credentials and ours, plus ours (SPEC §5)."""
     raw: list[tuple[bytes, bytes]] = scope["headers"]
-    named = _connection_named(raw) if any(k == b"connection" for k, _ in raw) else ()
-    replaced = _replaced_names(settings.upstream.user_header,
-                               tuple(settings.upstream.headers))
+    upstream = settings.upstream
+    dropped = _not_taken(upstream.user_header, tuple(upstream.headers))
     out: list[tuple[str, str]] = []
     host = ""
+    named: set[bytes] | None = None
     for key, value in raw:
         if b"_" in key:
             key = key.replace(b"_", b"-")  # WSGI engines read `X_User` as `X-User`
-        if key in _NOT_FORWARDED or key in replaced or key in named:
+        if key in dropped:
             if key == b"host":
                 host = value.decode("latin-1")
+            elif key == b"connection":
+                named = _connection_named(raw)
             continue
         out.append((key.decode("latin-1"), value.decode("latin-1")))
+    if named:  # the headers `Connection` names are hop-by-hop too
+        out = [(key, value) for key, value in out if key.encode("latin-1") not in named]
     client = scope.get("client")
     if client:
         out.append(("X-Forwarded-For", client[0]))
     out.append(("X-Forwarded-Proto", scope.get("scheme", "http")))
     if host:
         out.append(("X-Forwarded-Host", host))
-    out.append((settings.upstream.user_header, user_id))
+    out.append((upstream.user_header, user_id))
     out.append(("X-Request-Id", request_id))
-    out.extend(settings.upstream.headers.items())
+    out.extend(upstream.headers.items())
     return out
 
 
 def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """An upstream answer's headers minus hop-by-hop ones (and those Connection names)."""
-    dropped = HOP_BY_HOP | _connection_named(headers)
-    return [(k.lower(), v) for k, v in headers if k.lower() not in dropped]
+    dropped = HOP_BY_HOP
+    for key, _ in headers:
+        if key.lower() == b"connection":
+            dropped = HOP_BY_HOP | _connection_named(headers)
+            break
+    return [(key, value) for key, value in ((k.lower(), v) for k, v in headers)
+            if key not in dropped]

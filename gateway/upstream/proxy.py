@@ -113,11 +113,7 @@ class Proxy:
         if route.owner_probe is not None:
             await self.probe_owner(route.owner_probe, params, scope, user_id, request_id)
         path = route.render(params)
-        # A modelled route's engine reads only the query names its model declares: only those
-        # are sent (none when it reads no query string).
-        model = route.model
-        keep = None if model is None else (model.query.model_fields if model.query else ())
-        query = target.upstream_query(keep)
+        query = target.upstream_query(route.forwarded_query)
         if route.answer_items is not None and self.filter_answer is not None:
             await self.filtered(scope, send, user_id, request_id, body, path, query, route)
             return

@@ -110,13 +110,13 @@ class EngineRoute:
     body_paths: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
     query_keys: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     path_keys: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
-
-    @property
-    def read_only(self) -> bool:
-        """Whether the engine only reads by this route: the `read` scope suffices (SPEC §17)
-        and it counts as an engine read (gateway/limits/classes.py): safe methods, searches,
-        and the POSTs the table marks `reads`."""
-        return self.method in _READ_METHODS or self.handled == SEARCH or self.reads
+    # Whether the engine only reads by this route: the `read` scope suffices (SPEC §17) and it
+    # counts as an engine read (gateway/limits/classes.py): safe methods, searches, and the
+    # POSTs the table marks `reads`.
+    read_only: bool = field(init=False, repr=False, compare=False)
+    # The query names forwarded: a modelled route's engine reads only those its model
+    # declares (none when it reads no query string); None = all (an unmodelled entry).
+    forwarded_query: frozenset[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         assert self.pattern.startswith("/"), self.pattern
@@ -145,6 +145,11 @@ class EngineRoute:
         object.__setattr__(self, "body_paths", tuple(body_paths))
         object.__setattr__(self, "query_keys", query_keys)
         object.__setattr__(self, "path_keys", tuple(path_keys))
+        object.__setattr__(self, "read_only", self.method in _READ_METHODS
+                           or self.handled == SEARCH or self.reads)
+        model = self.model
+        object.__setattr__(self, "forwarded_query", None if model is None else frozenset(
+            model.query.model_fields if model.query is not None else ()))
 
     @property
     def literal(self) -> bool:
