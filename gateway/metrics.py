@@ -19,7 +19,6 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from gateway.errors import (
     GatewayError,
@@ -89,9 +88,14 @@ class RequestStats(Collector):
             cumulative, buckets = 0, []
             for bound, count in zip((*LATENCY_BUCKETS, float("inf")), counts, strict=True):
                 cumulative += count
-                buckets.append((floatToGoString(bound), cumulative))
+                buckets.append((_go_float(bound), cumulative))
             duration.add_metric([route], buckets, total[0])
         yield duration
+
+
+def _go_float(bound: float) -> str:
+    """A bucket bound as prometheus_client writes it: `0.001`, `1.0`, `+Inf`."""
+    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class Metrics:
