@@ -14,80 +14,121 @@ even when that wrote nothing (an answer to HEAD).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
-
-
-class _Holding:
-    """Stands in for the transport while uvicorn writes a response head: keeps the bytes."""
-
-    __slots__ = ("head",)
-
-    def __init__(self) -> None:
-        self.head = b""
-
-    def write(self, data: bytes) -> None:
-        self.head += data
-
-
-class _Prefixed:
-    """Stands in for the transport while uvicorn writes the first body: head and body at once."""
-
-    __slots__ = ("transport", "head")
-
-    def __init__(self, transport: asyncio.Transport, head: bytes) -> None:
-        self.transport = transport
-        self.head: bytes | None = head
-
-    def write(self, data: bytes) -> None:
-        head, self.head = self.head, None
-        self.transport.write(head + data if head else data)
-
-    def flush(self) -> None:
-        if self.head is not None:
-            self.write(b"")
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def is_closing(self) -> bool:
-        return self.transport.is_closing()
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 
 class OneWriteCycle(RequestResponseCycle):
-    """uvicorn's request/response cycle, writing a declared-length head with the first body."""
+    """uvicorn's request/response cycle, writing a declared-length head with the first body.
+
+    `send` is uvicorn's own (0.54), rewritten to hold the head and to validate the response's
+    header names and values with one regular-expression search each rather than two per
+    header: it runs twice on every request. It writes, refuses and completes exactly as
+    uvicorn's does; tests/test_protocol.py compares the two on generated answers."""
 
     _held: bytes | None = None  # the response head not yet written
 
     async def send(self, message: Any) -> None:
-        transport = self.transport
-        if not self.response_started and message["type"] == "http.response.start":
-            holding = _Holding()
-            self.transport = holding  # type: ignore[assignment]
-            try:
-                await super().send(message)
-            finally:
-                self.transport = transport
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        kind = message["type"]
+        if not self.response_started:
+            if kind != "http.response.start":
+                raise RuntimeError(
+                    f"Expected ASGI message 'http.response.start', but got '{kind}'.")
+            self.response_started = True
+            self.waiting_for_100_continue = False
+            head = self._head(message["status"],
+                              self.default_headers + list(message.get("headers", [])))
             if self.chunked_encoding is False:
-                self._held = holding.head
-            elif holding.head:
-                transport.write(holding.head)
+                self._held = head
+            else:
+                self.transport.write(head)
             return
-        head, self._held = self._held, None
-        if head is None:
-            await super().send(message)
-            return
-        prefixed = _Prefixed(transport, head)
-        self.transport = prefixed  # type: ignore[assignment]
-        try:
-            await super().send(message)
-        finally:
-            self.transport = transport
-        if not self.disconnected:
-            prefixed.flush()
+        if self.response_complete:
+            raise RuntimeError(f"Unexpected ASGI message '{kind}' sent, after response already "
+                               "completed.")
+        if kind != "http.response.body":
+            raise RuntimeError(f"Expected ASGI message 'http.response.body', but got '{kind}'.")
+        body = message.get("body", b"")
+        more_body = message.get("more_body", False)
+        if self.scope["method"] == "HEAD":
+            self.expected_content_length = 0
+            data = b""
+        elif self.chunked_encoding:
+            data = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+            if not more_body:
+                data += b"0\r\n\r\n"
+        else:
+            if len(body) > self.expected_content_length:
+                raise RuntimeError("Response content longer than Content-Length")
+            self.expected_content_length -= len(body)
+            data = body
+        held, self._held = self._held, None
+        if held is not None:
+            data = held + data
+        if data:
+            self.transport.write(data)
+        if not more_body:
+            if self.expected_content_length != 0:
+                raise RuntimeError("Response content shorter than Content-Length")
+            self.response_complete = True
+            self.message_event.set()
+            if not self.keep_alive:
+                self.transport.close()
+            self.on_response()
+
+    def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """The status line and headers, with uvicorn's checks and framing decisions."""
+        if self.access_log:
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(self.scope),
+                                    self.scope["method"], get_path_with_query_string(self.scope),
+                                    self.scope["http_version"], status)
+        # A character no name may hold is found in the names' concatenation, and no value may
+        # hold a tab: one search over all of them tells whether one per header would find one.
+        # Only then are they checked one by one, in uvicorn's order, for uvicorn's error.
+        check_each = bool(
+            HEADER_RE.search(b"".join([name for name, _ in headers]))
+            or HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])))
+        content = [STATUS_LINE[status]]
+        has_connection_close = False
+        for name, value in headers:
+            if check_each:
+                if HEADER_RE.search(name):
+                    raise RuntimeError("Invalid HTTP header name.")
+                if HEADER_VALUE_RE.search(value):
+                    raise RuntimeError("Invalid HTTP header value.")
+            name = name.lower()
+            if name == b"content-length" and self.chunked_encoding is None:
+                self.expected_content_length = int(value.decode())
+                self.chunked_encoding = False
+            elif name == b"transfer-encoding" and value.lower() == b"chunked":
+                self.expected_content_length = 0
+                self.chunked_encoding = True
+            elif name == b"connection":
+                connection = [token.lower().strip() for token in value.split(b",")]
+                if b"close" in connection:
+                    self.keep_alive = False
+                    has_connection_close = True
+            content.extend([name, b": ", value, b"\r\n"])
+        if not self.keep_alive and not has_connection_close:
+            content.append(b"connection: close\r\n")
+        if (self.chunked_encoding is None and self.scope["method"] != "HEAD"
+                and status not in (204, 304)):
+            self.chunked_encoding = True
+            content.append(b"transfer-encoding: chunked\r\n")
+        content.append(b"\r\n")
+        return b"".join(content)
 
 
 class OneWriteProtocol(HttpToolsProtocol):

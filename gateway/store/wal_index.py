@@ -12,51 +12,106 @@ with three system calls (two locks and a stat), on every request of the pass-thr
 
 The header is read as SQLite writes it, without its locks: a read that overlaps a commit can
 see a mix of the two headers, which differs from the old one and only makes the caller look
-again. The `-shm` file lives as long as any connection to the database is open; the adapter
-holding this watch keeps its own open for as long.
+again.
+
+Two rules keep SQLite's own locking intact:
+- No file descriptor of the `-shm` file is ever opened or closed here. POSIX record locks
+  belong to the process, and closing *any* descriptor of a file drops all of them: SQLite's
+  "dead-man switch" lock on the index would go, the next process to open the database would
+  take it for the first one and truncate the index under every mapping (SIGBUS). So the file
+  is mapped through the descriptor SQLite itself holds (found in `/proc/self/fd`), with libc's
+  `mmap` (Python's `mmap` duplicates the descriptor, and closes the duplicate).
+- The header is read only while a connection of the adapter that owns the watch is open (that
+  connection keeps SQLite's lock), and the mapping is removed before those connections close.
+Where either is not possible (not Linux, no WAL, exclusive locking), there is no watch and the
+adapter asks `PRAGMA data_version`.
 """
 
 from __future__ import annotations
 
-import mmap
+import ctypes
+import ctypes.util
 import os
 import sqlite3
+import sys
 
 # Both copies of the 48-byte header (SQLite writes the second, then the first).
 HEADER_BYTES = 96
+_PROT_READ = 0x1
+_MAP_SHARED = 0x01
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.restype = ctypes.c_int
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+_LIBC = _libc()
+
+
+def _descriptor_of(path: str) -> int | None:
+    """A descriptor this process already holds open on `path` (SQLite's), or None."""
+    try:
+        wanted = os.stat(path)
+        held = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in held:
+        try:
+            found = os.stat(f"/proc/self/fd/{name}")
+        except OSError:  # closed meanwhile, or the listing's own descriptor
+            continue
+        if (found.st_dev, found.st_ino) == (wanted.st_dev, wanted.st_ino):
+            return int(name)
+    return None
 
 
 class WalIndexWatch:
     """The bytes of a WAL database's wal-index header, mapped read-only."""
 
-    __slots__ = ("_map",)
+    __slots__ = ("_address",)
 
-    def __init__(self, mapped: mmap.mmap) -> None:
-        self._map = mapped
+    def __init__(self, address: int) -> None:
+        self._address: int | None = address
 
     @classmethod
     def open(cls, conn: sqlite3.Connection, path: str) -> WalIndexWatch | None:
-        """The watch of `path`'s wal-index, or None when there is none to map: not in WAL mode
-        (an in-memory database), or the index is not a shared file (exclusive locking)."""
+        """The watch of `path`'s wal-index while `conn` (which must stay open as long as the
+        watch) holds it, or None when there is none to map (see the module's docstring)."""
+        if _LIBC is None:
+            return None
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         locking = conn.execute("PRAGMA locking_mode").fetchone()[0]
         if str(mode).lower() != "wal" or str(locking).lower() != "normal":
             return None
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # maps the index
-        try:
-            fd = os.open(f"{path}-shm", os.O_RDONLY)
-        except OSError:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # SQLite maps the index
+        fd = _descriptor_of(f"{path}-shm")
+        if fd is None or os.fstat(fd).st_size < HEADER_BYTES:
             return None
-        try:
-            if os.fstat(fd).st_size < HEADER_BYTES:
-                return None
-            return cls(mmap.mmap(fd, HEADER_BYTES, mmap.MAP_SHARED, mmap.PROT_READ))
-        finally:
-            os.close(fd)  # the mapping keeps the file's pages
+        address = _LIBC.mmap(None, HEADER_BYTES, _PROT_READ, _MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            return None
+        return cls(address)
 
     def stamp(self) -> bytes:
         """The header now: different bytes after any commit since an earlier stamp."""
-        return self._map[:HEADER_BYTES]
+        if self._address is None:
+            raise RuntimeError("the wal-index watch is closed")
+        return ctypes.string_at(self._address, HEADER_BYTES)
 
     def close(self) -> None:
-        self._map.close()
+        """Remove the mapping (no descriptor is closed: SQLite's stays SQLite's)."""
+        address, self._address = self._address, None
+        if address is not None and _LIBC is not None:
+            _LIBC.munmap(address, HEADER_BYTES)
