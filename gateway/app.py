@@ -243,11 +243,12 @@ class Gateway:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [
-                    *(h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"),
-                    request_id_header,
-                    *scope.get(LIMIT_HEADERS_KEY, ()),
-                ]
+                headers = [h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"]
+                headers.append(request_id_header)
+                limit_headers = scope.get(LIMIT_HEADERS_KEY)
+                if limit_headers:
+                    headers.extend(limit_headers)
+                message["headers"] = headers
             await send(message)
 
         began = time.perf_counter()

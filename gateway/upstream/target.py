@@ -18,8 +18,10 @@ from gateway.errors import BadRequest
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Target:
+    """A parsed target; shared by every request with the same one (never to be changed)."""
+
     path: str  # normalised: "/" + the segments joined by "/"
     segments: tuple[str, ...]
     query: dict[str, list[str]]
@@ -32,8 +34,25 @@ class Target:
         return urlencode(pairs, quote_via=quote) if pairs else ""
 
 
+# Recent targets: clients call a few paths over and over, and a Target is never changed once
+# made, so the one made for the same three values is the answer (cleared when full).
+_RECENT: dict[tuple[str, bytes | None, bytes], Target] = {}
+_RECENT_LIMIT = 1024
+
+
 def parse_target(path: str, raw_path: bytes | None, query_string: bytes) -> Target:
     """`scope["path"]` (decoded), `scope["raw_path"]` and `scope["query_string"]` → Target."""
+    key = (path, raw_path, query_string)
+    found = _RECENT.get(key)
+    if found is None:
+        found = _parse(path, raw_path, query_string)
+        if len(_RECENT) >= _RECENT_LIMIT:
+            _RECENT.clear()
+        _RECENT[key] = found
+    return found
+
+
+def _parse(path: str, raw_path: bytes | None, query_string: bytes) -> Target:
     if not path.startswith("/") or (raw_path is not None and not raw_path.startswith(b"/")):
         raise BadRequest("the request target must be a path (origin-form: /path?query)",
                          field="target")
