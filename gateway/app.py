@@ -42,7 +42,7 @@ from gateway.identity.auth import Authenticator
 from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
-from gateway.limits.classes import OWNED, engine_class, owned_classes
+from gateway.limits.classes import OWNED, owned_classes
 from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm import LlmClient
@@ -61,7 +61,7 @@ from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
-from gateway.upstream.routes import EngineRoute, parse_allowed
+from gateway.upstream.routes import parse_allowed
 from gateway.upstream.target import parse_target
 from gateway.userdata.erasure import Eraser
 from gateway.userdata.refusal import ErasedUsers
@@ -130,7 +130,7 @@ class Gateway:
         self.limiter = Limiter(settings, db)
         self._owned_classes = owned_classes(flavor)
         if self.limiter.enabled:
-            self.services.proxy.admit = self._admit_engine
+            self.services.proxy.admit = self.limiter.admit_engine
         self._lease_upkeep: asyncio.Task[None] | None = None
         self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
@@ -361,10 +361,6 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
-
-    async def _admit_engine(self, scope: Scope, route: EngineRoute) -> None:
-        """The proxy's admission of an engine route: its class's bucket (gateway/limits/)."""
-        await self.limiter.admit(scope, engine_class(route))
 
 async def _write_usage(svc: Services, interval: float) -> None:
     """Every `interval` seconds, the keys' last-used times noted since the last write."""

@@ -93,7 +93,11 @@ class LocalBuckets:
             if len(self._buckets) >= MAX_BUCKETS:
                 self._forget_full(now, policy)
             bucket = self._buckets[key] = [float(policy.capacity), now]
-        tokens, allowed = draw(bucket[0], now - bucket[1], policy)
+        # `draw`, inline: it runs on every request
+        tokens = min(float(policy.capacity), bucket[0] + max(0.0, now - bucket[1]) * policy.rate)
+        allowed = tokens >= 1.0
+        if allowed:
+            tokens -= 1.0
         bucket[0], bucket[1] = tokens, now
         return Grant(allowed, policy, tokens)
 

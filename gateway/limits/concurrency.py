@@ -48,7 +48,8 @@ class EngineTicket:
         """Before an engine call: take the user's slot, or 429 when all are in use."""
         if self.held or self.closed:
             return
-        self.user_id = self.acting_user()
+        user_id = self._scope.get("user_id")  # `acting_user`, without a call when it is set
+        self.user_id = user_id if isinstance(user_id, str) and user_id else self.acting_user()
         if not self.user_id:
             return
         in_flight = self._slots.in_flight

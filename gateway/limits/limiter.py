@@ -10,9 +10,10 @@ from gateway.config import RouteClassLimits, Settings
 from gateway.errors import RateLimited
 from gateway.identity.principal import PRINCIPAL_KEY, Principal
 from gateway.limits.buckets import Grant, LocalBuckets, Policy, SharedBuckets
-from gateway.limits.classes import ROUTE_CLASSES
+from gateway.limits.classes import ENGINE_READ, ENGINE_WRITE, ROUTE_CLASSES
 from gateway.limits.concurrency import RETRY_AFTER_S, EngineSlots
 from gateway.store.database import Database
+from gateway.upstream.routes import EngineRoute
 
 # Scope key: the headers every response of this request carries (added in gateway/app.py).
 LIMIT_HEADERS_KEY = "gateway.limit_headers"
@@ -42,6 +43,11 @@ class Limiter:
         self.buckets: Buckets = self.local or SharedBuckets(db)
         per_user = settings.rate_limits.engine_concurrency_per_user
         self.slots = EngineSlots(per_user) if per_user > 0 else None
+
+    async def admit_engine(self, scope: MutableMapping[str, Any], route: EngineRoute) -> None:
+        """The proxy's admission of an engine route: a read when the engine only reads by it,
+        else a write (gateway/limits/classes.py `engine_class`)."""
+        await self.admit(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
 
     async def admit(self, scope: MutableMapping[str, Any], route_class: str) -> None:
         """Draw one token for the request's credential, or 429 with Retry-After."""
