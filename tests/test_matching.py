@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from hypothesis import given, settings
@@ -142,3 +143,44 @@ def test_names_without_an_extension_long_and_nested_are_all_found() -> None:
     assert FilenameMatcher(names).find(searchable_text([text, "s1"])) == expected
     assert _scanned_names(names, [text], True) in (None, expected)
     assert "b" * 200 not in expected and "a" * 59 in expected and "c.d" in expected
+
+
+# Long names sharing long prefixes: the C matcher compares text that follows a name with the
+# name's bytes eight at a time (runs, at most 255 states each), and puts that off while the text
+# keeps leaving the name; the answer is still the naive one.
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abAB.é@[", max_size=300), st.data())
+def test_long_names_sharing_prefixes_agree_with_the_naive_definition(
+    stem: str, data: st.DataObject
+) -> None:
+    names = data.draw(st.lists(
+        st.builds(lambda cut, tail: stem[:cut] + tail, st.integers(0, len(stem)),
+                  st.text(alphabet="ab.", max_size=12)),
+        min_size=1, max_size=6))
+    piece = st.one_of(
+        st.builds(lambda name, cut, upper: (name.upper() if upper else name)[:cut],
+                  st.sampled_from(names), st.integers(0, 320), st.booleans()),
+        # a name with one character changed: the text leaves it there and comes back
+        st.builds(lambda name, at, char: name[:at] + char + name[at + 1:],
+                  st.sampled_from(names), st.integers(0, 320), st.sampled_from("abB@[")),
+        st.text(alphabet="abAB.@[", max_size=40))
+    strings = [
+        "".join(data.draw(st.lists(piece, max_size=6)))
+        for _ in range(data.draw(st.integers(1, 3)))]
+    walked = [*strings, "s1"]
+    expected = _naive(names, walked)
+    assert FilenameMatcher(names).find(searchable_text(walked)) == expected
+    if page_scan.AVAILABLE:
+        distinct = sorted({n.lower() for n in names})
+        for ensure_ascii in (True, False):
+            assert _scanned_names(distinct, strings, ensure_ascii) == expected
+
+
+def test_a_name_is_found_after_text_that_keeps_leaving_it() -> None:
+    name = "ab" * 150 + "x"
+    rng = random.Random(7)
+    noise = "".join(rng.choice("ab") for _ in range(5000))
+    for text in (noise + "AB" * 150 + "X", noise + name + noise, noise[:1001] + name):
+        expected = _naive([name, "b" * 9], [text, "s1"])
+        assert name in expected
+        assert _scanned_names([name, "b" * 9], [text], True) in (None, expected)

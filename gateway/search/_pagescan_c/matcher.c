@@ -1,20 +1,24 @@
 /* The Matcher type: one session's attachment names, found in an item's strings.
 
-   An Aho-Corasick automaton over all the names, so finding them costs one step per byte of
-   text whatever the names are (with or without an extension, long, many, sharing prefixes or
-   suffixes). Bytes that occur in no name form class 0, which sends every state to the root; the
-   root skips them in a tight loop. The shallow states, where ordinary text spends its time, have
-   a full row of transitions; the deeper ones keep their trie edges (most have one) and a failure
-   link. Reporting walks a state's chain of suffixes that end names and stops at the first name
-   already found in the item (everything after it was found with it), so each name costs once
-   per item. Items with many bytes are matched without the GIL. */
+   An Aho-Corasick automaton over all the names, so finding them costs at most one step per
+   byte of text whatever the names are (with or without an extension, long, many, sharing
+   prefixes or suffixes). Bytes that occur in no name form class 0, which sends every state to
+   the root; the root skips them in a tight loop. The shallow states, where ordinary text spends
+   its time, have a full row of transitions (a step is one load); the deeper ones keep their trie
+   edges (most have one) and a failure link. Where a state's next states follow one name (each
+   the first child of the one before, none ending a name: a run), text that follows the name is
+   compared with its bytes eight at a time instead of stepped through; text that keeps leaving
+   the name puts these compares off, so it costs a step per byte as before. Reporting walks a
+   state's chain of suffixes that end names and stops at the first name already found in the
+   item (everything after it was found with it), so each name costs once per item. Items with
+   many bytes are matched without the GIL. */
 
 #include "pagescan.h"
 
 #define NO_STATE 0xFFFFFFFFu
-/* full rows for two transitions per state, at least DENSE_CELLS and at most MAX_DENSE_CELLS (a
-   few KB for a session of ordinary names; for long names enough that most failure links land on
-   full rows, and few enough to stay in the cache) */
+/* full rows for two cells per state, at least DENSE_CELLS and at most MAX_DENSE_CELLS (a few
+   KB for a session of ordinary names; for long names enough that most failure links land on full
+   rows, and few enough to stay in the cache) */
 #define DENSE_CELLS 4096
 #define MAX_DENSE_CELLS 65536
 /* an item's strings are matched with the GIL released from this many bytes on */
@@ -45,6 +49,8 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->delta);
     PyMem_RawFree(self->edge_cls);
     PyMem_RawFree(self->edge_next);
+    PyMem_RawFree(self->into);
+    PyMem_RawFree(self->runs);
     marks_free(&self->own);
     Py_XDECREF(self->entries);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -62,27 +68,39 @@ static inline uint32_t edge(const Matcher *m, uint32_t state, uint32_t c) {
     return NO_STATE;
 }
 
-/* The automaton's move from `state` on class `c` (a DFA step: failure links followed), while
-   it is built: states keep their depth-first numbers, and the rows are found through `row`. */
+/* The automaton's move from `state` on class `c` > 0 (a DFA step: failure links followed),
+   while it is built: states keep their depth-first numbers, and the rows are found through
+   `row`. */
 static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) {
     for (;;) {
         const State *st = &m->states[state];
-        if (st->row) return m->delta[st->row - 1 + c];
+        if (st->row) return m->delta[st->row - 1 + c - 1];
         uint32_t next = edge(m, state, c);
         if (next != NO_STATE) return next;
         state = st->fail;
     }
 }
 
-/* A row's cell: the next state, with this bit set when that state ends a name or has a suffix
-   that does (the scan looks at nothing else on a full row) */
+/* A row has a cell for each class from 1 on (a byte of class 0 goes to the root without one):
+   the next state, with these bits set when that state ends a name or has a suffix that does,
+   when it has a run, and when it is the root or has no row (the scan looks at nothing else on a
+   full row) */
 #define REPORTS 0x80000000u
+#define RUNS 0x40000000u
+#define LEAVES 0x20000000u
+#define FLAGS (REPORTS | RUNS | LEAVES)
+#define STATE_BITS 0x1FFFFFFFu
+/* the shortest run walked as one (shorter ones are stepped through), and the most bytes a walk
+   is put off by */
+#define RUN_MIN 8
+#define GAP_MAX 1024
 
 /* The same once built: the states with rows are numbered first, so a state's row is found by
    its number. */
 static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
     for (;;) {
-        if (state < m->n_rows) return m->delta[(size_t)state * m->n_cls + c] & ~REPORTS;
+        if (state < m->n_rows)
+            return m->delta[((size_t)state << m->row_shift) + c - 1] & STATE_BITS;
         uint32_t next = edge(m, state, c);
         if (next != NO_STATE) return next;
         state = m->states[state].fail;
@@ -105,7 +123,7 @@ static int by_bytes(const void *a, const void *b) {
 /* Build the automaton over names (UTF-8, already lower-cased; sorted here). Needs no GIL (raw
    allocations only): -1 out of memory, -2 too many bytes. */
 static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
-    uint32_t *parent = NULL, *path = NULL, *queue = NULL;
+    uint32_t *parent = NULL, *path = NULL, *queue = NULL, *at_depth = NULL;
     uint8_t *label = NULL;
     int status = -1;
     size_t total = 0, longest = 0;
@@ -115,7 +133,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
         total += (size_t)names[k].len;
         if ((size_t)names[k].len > longest) longest = (size_t)names[k].len;
     }
-    if (total >= NO_STATE / 4) return -2;
+    if (total >= STATE_BITS) return -2;
     uint32_t n_cls = 1;
     for (int b = 0; b < 256; b++) m->cls[b] = m->cls[b] ? (uint8_t)n_cls++ : 0;
     for (int b = 0; b < 256; b++) m->cls_fold[b] = m->cls[LOWER[b]];
@@ -127,9 +145,11 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
     label = PyMem_RawCalloc(cap, 1);
     queue = PyMem_RawMalloc(cap * sizeof(uint32_t));
     path = PyMem_RawMalloc((longest + 1) * sizeof(uint32_t));
+    at_depth = PyMem_RawCalloc(longest + 2, sizeof(uint32_t));
     m->edge_cls = PyMem_RawMalloc(cap);
     m->edge_next = PyMem_RawMalloc(cap * sizeof(uint32_t));
-    if (!m->states || !parent || !label || !queue || !path || !m->edge_cls || !m->edge_next)
+    if (!m->states || !parent || !label || !queue || !path || !at_depth || !m->edge_cls ||
+        !m->edge_next)
         goto done;
     /* the trie, depth first: each name shares its prefix with the previous one */
     uint32_t n_states = 1;
@@ -150,6 +170,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             if (m->states[up].n_edges == 0) m->states[up].first_cls = label[s];
             m->states[up].n_edges++;
             path[d + 1] = s;
+            at_depth[d + 1]++;
         }
         if (m->states[path[len]].name < 0) m->states[path[len]].name = (int32_t)names[k].index;
         previous = names[k].bytes;
@@ -172,14 +193,30 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
         }
         up->n_edges++;
     }
-    /* rows for the shallowest states, breadth first */
+    /* rows for the shallowest states, breadth first: as many as `cells` cells of n_cls classes
+       hold, each stored in a power of two cells (a shift finds it) for classes 1 to n_cls - 1 */
     size_t cells = 2 * (size_t)n_states;
     if (cells < DENSE_CELLS) cells = DENSE_CELLS;
     if (cells > MAX_DENSE_CELLS) cells = MAX_DENSE_CELLS;
+    uint32_t shift = 0;
+    while ((1u << shift) < n_cls - 1) shift++;
+    m->row_shift = shift;
     uint32_t n_rows = (uint32_t)(cells / n_cls);
     if (n_rows < 1) n_rows = 1;
     if (n_rows > n_states) n_rows = n_states;
-    m->delta = PyMem_RawCalloc((size_t)n_rows * n_cls, sizeof(uint32_t));
+    uint32_t n_built = n_rows; /* all of them while failure links are found, which they speed */
+    /* and none deeper than two levels below the deepest level among them that still branches
+       (the next level holds an eighth more states): below it names seldom branch, failure links
+       seldom land, and states without rows walk runs */
+    uint32_t through = 1, cut = 0;
+    at_depth[0] = 1;
+    for (size_t d = 0; d < longest && through < n_rows; d++) {
+        through += at_depth[d + 1];
+        if (at_depth[d + 1] > at_depth[d] && at_depth[d + 1] >= at_depth[d] + at_depth[d] / 8)
+            cut = through + (d + 2 <= longest ? at_depth[d + 2] : 0);
+    }
+    if (cut && cut < n_rows) n_rows = cut;
+    m->delta = PyMem_RawCalloc((size_t)n_built << shift, sizeof(uint32_t));
     if (!m->delta) goto done;
     /* breadth first: failure links, reports and rows; every state they use is already done */
     size_t head = 0, tail = 0;
@@ -195,13 +232,13 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             st->fail = parent[s] == 0 ? 0 : build_step(m, m->states[parent[s]].fail, label[s]);
             st->report = st->name >= 0 ? (int32_t)s : m->states[st->fail].report;
         }
-        if (rows < n_rows) {
-            uint32_t *row = m->delta + (size_t)rows * n_cls;
-            for (uint32_t c = 0; c < n_cls; c++) {
+        if (rows < n_built) {
+            uint32_t *row = m->delta + ((size_t)rows << shift);
+            for (uint32_t c = 1; c < n_cls; c++) {
                 uint32_t next = edge(m, s, c);
-                row[c] = next != NO_STATE ? next : (s == 0 ? 0 : build_step(m, st->fail, c));
+                row[c - 1] = next != NO_STATE ? next : (s == 0 ? 0 : build_step(m, st->fail, c));
             }
-            st->row = rows * n_cls + 1;
+            st->row = (rows << shift) + 1;
             rows++;
         }
         if (st->n_edges) {
@@ -209,6 +246,11 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             for (uint32_t e = st->edges, end = st->edges + st->n_edges - 1u; e < end; e++)
                 queue[tail++] = m->edge_next[e];
         }
+    }
+    for (uint32_t k = n_rows; k < n_built; k++) m->states[queue[k]].row = 0;
+    if (n_built > n_rows) { /* the rows past the cut were only for the failure links */
+        uint32_t *kept = PyMem_RawRealloc(m->delta, ((size_t)n_rows << shift) * sizeof(uint32_t));
+        if (kept) m->delta = kept;
     }
     /* renumbered: the states with rows first (breadth first), then the others depth first,
        which keeps every such state's first child right after it (its subtree has no rows) */
@@ -219,25 +261,52 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
         if (!m->states[s].row) renamed[s] = deep++;
     }
     State *states = PyMem_RawCalloc(n_states, sizeof(State));
-    if (!states) goto done;
+    m->into = PyMem_RawCalloc((size_t)n_states + 8, 1);
+    m->runs = PyMem_RawCalloc(n_states, 1);
+    if (!states || !m->into || !m->runs) {
+        PyMem_RawFree(states);
+        goto done;
+    }
+    uint8_t byte_of[256] = {0};
+    for (int b = 0; b < 256; b++) byte_of[m->cls[b]] = (uint8_t)b;
     for (uint32_t s = 0; s < n_states; s++) {
         State st = m->states[s];
+        uint32_t to = renamed[s];
         st.fail = renamed[st.fail];
         if (st.report >= 0) st.report = (int32_t)renamed[st.report];
         st.row = 0;
-        states[renamed[s]] = st;
+        states[to] = st;
+        if (s) m->into[to] = byte_of[label[s]];
+        /* for now: 1 its first child is next, 2 it reports, 4 it has one child */
+        m->runs[to] = (uint8_t)((st.n_edges && renamed[s + 1] == to + 1) | (st.report >= 0) << 1 |
+                                (st.n_edges == 1) << 2);
     }
     for (uint32_t e = 0; e < next_edge; e++) m->edge_next[e] = renamed[m->edge_next[e]];
-    for (size_t k = 0; k < (size_t)n_rows * n_cls; k++) {
-        uint32_t next = m->delta[k];
-        m->delta[k] = renamed[next] | (m->states[next].report >= 0 ? REPORTS : 0);
+    /* runs: from each state, how many of the next states follow as first children (its name's
+       next bytes) without reporting, counted from the last state back; kept from RUN_MIN on,
+       where the state has one child (a walk starts where the name does not branch) */
+    uint32_t after = 0, after_reports = 0; /* the state after: its run, whether it reports */
+    for (uint32_t s = n_states; s-- > 0;) {
+        uint32_t bits = m->runs[s], run = (bits & 1) && !after_reports ? 1u + after : 0;
+        after = run > 255 ? 255 : run;
+        after_reports = bits & 2;
+        m->runs[s] = (uint8_t)(after >= RUN_MIN && (bits & 4) ? after : 0);
+    }
+    for (uint32_t k = 0; k < n_rows; k++) {
+        for (uint32_t c = 1; c < n_cls; c++) {
+            uint32_t *cell = &m->delta[((size_t)k << shift) + c - 1], next = renamed[*cell];
+            *cell = next | (states[next].report >= 0 ? REPORTS : 0) | (m->runs[next] ? RUNS : 0) |
+                    (next == 0 || next >= n_rows ? LEAVES : 0);
+        }
     }
     PyMem_RawFree(m->states);
     m->states = states;
     m->n_rows = n_rows;
     for (int fold = 0; fold < 2; fold++) {
-        for (int b = 0; b < 256; b++)
-            m->root_moves[fold][b] = (m->delta[fold ? m->cls_fold[b] : m->cls[b]] & ~REPORTS) != 0;
+        for (int b = 0; b < 256; b++) {
+            uint32_t c = fold ? m->cls_fold[b] : m->cls[b];
+            m->root_moves[fold][b] = c && (m->delta[c - 1] & STATE_BITS) != 0;
+        }
     }
     status = 0;
 done:
@@ -245,6 +314,7 @@ done:
     PyMem_RawFree(label);
     PyMem_RawFree(queue);
     PyMem_RawFree(path);
+    PyMem_RawFree(at_depth);
     return status;
 }
 
@@ -333,6 +403,48 @@ error:
     return -1;
 }
 
+/* How many of the n bytes at `text` (ASCII lower-cased first when `fold`) equal those at
+   `name`; `text` has `avail` >= n bytes, `name` n + 7 readable ones. */
+static inline Py_ssize_t common_prefix(const unsigned char *text, const unsigned char *name,
+                                       Py_ssize_t n, Py_ssize_t avail, int fold) {
+    Py_ssize_t k = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (k < n && avail - k >= 8) { /* eight bytes at a time; the first that differs */
+        uint64_t a, b;
+        memcpy(&a, text + k, 8);
+        memcpy(&b, name + k, 8);
+        if (fold) {
+            if (a & HIGHS) break;
+            a = lower_word(a);
+        }
+        if (a != b) {
+            k += __builtin_ctzll(a ^ b) >> 3;
+            return k < n ? k : n;
+        }
+        k += 8;
+    }
+    if (k >= n) return n;
+#else
+    (void)avail;
+#endif
+    while (k < n && (fold ? LOWER[text[k]] : text[k]) == name[k]) k++;
+    return k;
+}
+
+/* Mark the names ending at `state` (those its chain of suffixes reports) */
+static inline Py_ssize_t report(const State *states, uint32_t state, Marks *marks, uint64_t stamp,
+                                Py_ssize_t n_hits) {
+    int32_t found = states[state].report;
+    while (found >= 0) {
+        int32_t name = states[found].name;
+        if (marks->names[name] == stamp) break; /* and the rest of the chain with it */
+        marks->names[name] = stamp;
+        marks->hits[n_hits++] = name;
+        found = states[states[found].fail].report;
+    }
+    return n_hits;
+}
+
 /* Mark the names occurring in text[0:len] (lower-cased on the way when `fold`). Runs without
    the GIL: touches only the automaton (read only) and `marks` (this call's). */
 static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssize_t len, int fold,
@@ -340,33 +452,67 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     const uint8_t *cls = fold ? m->cls_fold : m->cls, *moves = m->root_moves[fold];
     const uint32_t *delta = m->delta;
     const State *states = m->states;
-    const uint32_t n_rows = m->n_rows, n_cls = m->n_cls;
+    const uint8_t *runs = m->runs, *into = m->into;
+    const uint32_t n_rows = m->n_rows, shift = m->row_shift;
     uint32_t state = 0;
-    Py_ssize_t i = 0;
-    while (i < len) {
-        if (state == 0) { /* the root stays put on every byte it has no edge for */
-            while (i < len && !moves[text[i]]) i++;
-            if (i == len) break;
-        }
-        uint32_t c = cls[text[i++]];
-        if (c == 0) { /* a byte of no name: back to the root */
-            state = 0;
-            continue;
-        }
-        if (state < n_rows) { /* one load: the row's cell says whether to look at the state */
-            uint32_t next = delta[(size_t)state * n_cls + c];
-            state = next & ~REPORTS;
-            if (!(next & REPORTS)) continue;
+    /* A run walk that stops short puts the next ones off by `gap` bytes, twice as many each
+       time (until one goes through): text that keeps leaving names costs one load a byte.
+       Meanwhile the rows' loop ignores RUNS (`look`) and stops at byte `retry` (`stop`). */
+    Py_ssize_t i = 0, retry = 0, gap = RUN_MIN, stop = len;
+    uint32_t look = FLAGS;
+    for (;;) {
+        int walk;
+        if (state < n_rows) {
+            uint32_t next, c;
+            if (state == 0) { /* the root stays put on every byte it has no edge for */
+                while (i < len && !moves[text[i]]) i++;
+                if (i == len) break;
+                /* the root's row: this load waits on no other, so that the way back from the
+                   last excursion and this one overlap */
+                next = delta[cls[text[i++]] - 1];
+                state = next & STATE_BITS;
+            } else {
+                next = 0;
+            }
+            /* full rows: one load a byte, until a cell says to look at its state; a byte of no
+               name goes back to the root without one */
+            while (!(next & look) && i < stop) {
+                if (!(c = cls[text[i++]])) {
+                    state = next = 0;
+                    break;
+                }
+                next = delta[((size_t)state << shift) + c - 1];
+                state = next & STATE_BITS;
+            }
+            if (state == 0 && !(next & RUNS)) continue; /* (the root reports nothing) */
+            if (next & REPORTS) n_hits = report(states, state, marks, stamp, n_hits);
+            walk = (next & RUNS) != 0;
         } else {
-            state = step(m, state, c);
+            uint32_t c = cls[text[i++]];
+            state = c ? step(m, state, c) : 0; /* a byte of no name: back to the root */
+            n_hits = report(states, state, marks, stamp, n_hits);
+            walk = runs[state] != 0;
         }
-        int32_t found = states[state].report;
-        while (found >= 0) {
-            int32_t name = states[found].name;
-            if (marks->names[name] == stamp) break; /* and the rest of the chain with it */
-            marks->names[name] = stamp;
-            marks->hits[n_hits++] = name;
-            found = states[states[found].fail].report;
+        if (i == len) break;
+        if (stop < len && i >= retry) { /* the walks put off resume */
+            stop = len;
+            look = FLAGS;
+        }
+        if (!walk || look != FLAGS) continue;
+        /* down the name's next bytes, several at a time, while the text follows them (none of
+           those states reports) */
+        Py_ssize_t left = len - i, n = runs[state] < left ? runs[state] : left;
+        Py_ssize_t k = common_prefix(text + i, into + state + 1, n, left, fold);
+        state += (uint32_t)k;
+        i += k;
+        if (i == len) break;
+        if (k >= RUN_MIN || k == n) {
+            gap = RUN_MIN;
+        } else {
+            retry = i + gap;
+            stop = retry < len ? retry : len;
+            look = FLAGS & ~RUNS;
+            if (gap < GAP_MAX) gap *= 2;
         }
     }
     return n_hits;

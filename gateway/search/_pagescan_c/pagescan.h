@@ -148,7 +148,8 @@ typedef struct {
 /* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). The
    shallowest states, taken breadth first, have a full row of transitions (where ordinary text
    spends its time) and come first; the others are numbered depth first after them (a state's
-   first child is the next state, so walking down a name reads memory in order). */
+   first child is the next state, so walking down a name reads memory in order, and its next
+   bytes, `into` the next states, can be compared with the text eight at a time: `runs`). */
 typedef struct {
     uint32_t fail;      /* the longest proper suffix that is a state */
     int32_t report;     /* the deepest state ending a name among it and its suffixes, -1 = none */
@@ -174,11 +175,15 @@ typedef struct {
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
     uint32_t n_cls, n_states;
-    uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k * n_cls] */
+    uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k << row_shift] */
+    uint32_t row_shift;    /* a row's cells: the power of two from n_cls - 1 on */
     State *states;
-    uint32_t *delta;       /* rows of n_cls next states */
+    uint32_t *delta;       /* rows of next states by class (1 to n_cls - 1, at cell class - 1) */
     uint8_t *edge_cls;
     uint32_t *edge_next;
+    uint8_t *into;         /* by state: the name byte on the trie edge into it (+ 8 spare bytes) */
+    uint8_t *runs;         /* by state: how many of the states after it follow as its first
+                              child, each from the one before, and report nothing (at most 255) */
     Marks own;             /* marks used by one render at a time */
     int busy;              /* `own` is in use (set and read with the GIL held) */
 } Matcher;
