@@ -46,10 +46,28 @@ def add_body(size: int) -> bytes:
     return text.replace('"@@ITEMS@@"', small_objects(size)).encode()
 
 
-def get_body(size: int) -> bytes:
+def get_body(size: int, distinct: bool = False) -> bytes:
     one = '{"session_id":"x"}'
-    tree = "[" + ",".join([one] * (size // (len(one) + 1))) + "]"
-    return (f'{{"user_id":"bench","memory_type":"episode","filters":{{"AND":{tree}}}}}').encode()
+    count = size // (len(one) + 1)
+    if distinct:  # half as many conditions, each naming a session of its own
+        count //= 2
+        nodes = ",".join(f'{{"session_id":"x{index:08d}"}}' for index in range(count))
+    else:
+        nodes = ",".join([one] * count)
+    return (f'{{"user_id":"bench","memory_type":"episode","filters":{{"AND":[{nodes}]}}}}'
+            ).encode()
+
+
+def text_body(size: int) -> bytes:
+    return add_body(0).replace(b"[]", b'"' + b"x" * size + b'"')
+
+
+def refused_body(size: int) -> bytes:
+    return add_body(size).replace(b"}]}]}", b'},{"type":"video"}]}]}')
+
+
+def surrogate_body(size: int) -> bytes:
+    return add_body(size).replace(b'"text":"x"}', b'"text":"\\ud800"}', 1)
 
 
 def measure(path: str, body: bytes, extra_env: dict[str, str]) -> tuple[int, int, int]:
@@ -70,12 +88,18 @@ def measure(path: str, body: bytes, extra_env: dict[str, str]) -> tuple[int, int
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mb", type=float, default=59.0)
+    parser.add_argument("--more", action="store_true", help="bodies of other shapes too")
     args = parser.parse_args()
     size = int(args.mb * MB)
     limits = {"MEMORY_GATEWAY_LIMITS_MAX_BODY_BYTES": str(2 * size),
               "MEMORY_GATEWAY_LIMITS_MAX_PARSING_BYTES": str(2 * size)}
-    for label, path, body in (("add", "/api/v2/memory/add", add_body(size)),
-                              ("pass-through", "/api/v2/memory/get", get_body(size))):
+    add, get = "/api/v2/memory/add", "/api/v2/memory/get"
+    cases = [("add", add, add_body(size)), ("pass-through", get, get_body(size))]
+    if args.more:
+        cases += [("long text", add, text_body(size)), ("refused add", add, refused_body(size)),
+                  ("surrogate", add, surrogate_body(size)),
+                  ("distinct ids", get, get_body(size, distinct=True))]
+    for label, path, body in cases:
         before, after, status = measure(path, body, limits)
         growth = max(0, after - before)
         print(f"{label:13s} body {len(body) / MB:6.1f} MB  status {status}  peak RSS "

@@ -16,7 +16,8 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 
 
-def _has_long_digit_run(data: bytes) -> bool:
+def has_long_digit_run(data: bytes) -> bool:
+    """Whether `data` holds 19 digits in a row: an integer orjson may not read exactly."""
     # translate + find run in C over the whole body; a regex scan cost ~10x more here.
     return _LONG_RUN in data.translate(_DIGITS_AS_ZERO)
 
@@ -24,7 +25,7 @@ def _has_long_digit_run(data: bytes) -> bool:
 def loads(data: bytes) -> Any:
     """Parse JSON; ValueError when it is not JSON."""
     try:
-        if _has_long_digit_run(data):
+        if has_long_digit_run(data):
             return json.loads(data)
         try:
             return orjson.loads(data)

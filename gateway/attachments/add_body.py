@@ -11,7 +11,7 @@ import base64
 import binascii
 import mimetypes
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -121,24 +121,27 @@ def attachment_items(body: Mapping[str, Any]) -> list[AttachmentItem]:
     for m_index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             continue
-        if "role" not in message and isinstance(message.get("type"), str):
-            parts: list[tuple[int, str, Any]] = [(WHOLE_MESSAGE, f"messages[{m_index}]", message)]
-        else:
-            content = message.get("content")
-            if isinstance(content, list):
-                parts = [(c_index, f"messages[{m_index}].content[{c_index}]", item)
-                         for c_index, item in enumerate(content)]
-            elif isinstance(content, Mapping):
-                parts = [(WHOLE_CONTENT, f"messages[{m_index}].content", content)]
-            else:
-                continue
-        for part, field, item in parts:
-            if not isinstance(item, Mapping):
-                continue
+        for part, field, item in _parts(m_index, message):
             parsed = _parse(field, item)
             if parsed is not None:
                 found.append(replace(parsed, message=m_index, part=part))
     return found
+
+
+def _parts(m_index: int, message: Mapping[str, Any]
+           ) -> Iterator[tuple[int, str, Mapping[str, Any]]]:
+    """(part, field, item) of each item of a message that may carry a file; a field is made
+    only for an object (a content list can hold millions of other values)."""
+    if "role" not in message and isinstance(message.get("type"), str):
+        yield WHOLE_MESSAGE, f"messages[{m_index}]", message
+        return
+    content = message.get("content")
+    if isinstance(content, list):
+        for c_index, item in enumerate(content):
+            if isinstance(item, Mapping):
+                yield c_index, f"messages[{m_index}].content[{c_index}]", item
+    elif isinstance(content, Mapping):
+        yield WHOLE_CONTENT, f"messages[{m_index}].content", content
 
 
 def _parse(field: str, item: Mapping[str, Any]) -> AttachmentItem | None:

@@ -16,13 +16,19 @@ GROUP = "group"  # a conversation group: owned like a session (default scope)
 CUBE = "cube"  # a MemOS memory cube: owned like a session; the caller's own id is theirs
 FILTERS = "filters"  # a filter tree: every user, agent and session it names, checked as above
 KINDS = (USER, SENDER, AGENT, SESSION, GROUP, CUBE, FILTERS)
+_OUTSIDE_THE_BODY = ("query.", "path.")
 
 
 class Named:
     """Every id a request names, in order: (kind, where, value). `where` is the error's
-    `field`: a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`."""
+    `field`: a body key path as `messages[0].sender_id`, else `query.user_id`, `path.group_id`.
 
-    __slots__ = ("ids", "app_id", "project_id", "scopes")
+    Ids are added with `add`, which keeps an id named again (the same kind and string, in the
+    same part: body, or query and path) once, where it was first named, unless only the later
+    one bounds the route: each check answers the same for it, so the first that fails still
+    fails first, and a body naming one session a million times costs one entry (SPEC §13)."""
+
+    __slots__ = ("ids", "app_id", "project_id", "scopes", "_seen")
 
     def __init__(self, app_id: str = "default", project_id: str = "default",
                  ids: list[tuple[str, str, Any]] | None = None,
@@ -33,6 +39,23 @@ class Named:
         # The `where` of each id through which the engine bounds the route (its route model):
         # only these make a read "scoped" to the caller.
         self.scopes: set[str] = set() if scopes is None else scopes
+        # kind (in the body, or outside it) -> {string id: where it was kept last}
+        self._seen: dict[str, dict[str, str]] = {}
+
+    def add(self, kind: str, where: str, value: Any, *, scopes: bool = False) -> None:
+        """One id the request names; `scopes`: the engine bounds the route by it."""
+        if type(value) is str:
+            part = f"{kind} outside" if where.startswith(_OUTSIDE_THE_BODY) else kind
+            seen = self._seen.get(part)
+            if seen is None:
+                seen = self._seen[part] = {}
+            first = seen.get(value)
+            if first is not None and (not scopes or first in self.scopes):
+                return  # checked already, and it bounds the route already if this one would
+            seen[value] = where
+        self.ids.append((kind, where, value))
+        if scopes:
+            self.scopes.add(where)
 
     def of(self, *kinds: str) -> list[tuple[str, Any]]:
         return [(where, value) for kind, where, value in self.ids if kind in kinds]

@@ -53,10 +53,10 @@ from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_f
 from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.flavors.base import AddScope, everos_scope
 from gateway.upstream.headers import upstream_headers
-from gateway.upstream.json_body import strict_json
+from gateway.upstream.json_body import JsonBody, json_bytes, json_object, nested_deeper
 from gateway.upstream.proxy import TARGET_KEY
 from gateway.upstream.routes import ADD as HANDLED_ADD
-from gateway.upstream.routes import CUBE, GROUP, EngineRoute, Named, named_in
+from gateway.upstream.routes import CUBE, GROUP, EngineRoute, Named, named_in, named_in_json
 from gateway.upstream.routes import SEARCH as HANDLED_SEARCH
 from gateway.upstream.target import Target
 
@@ -116,23 +116,30 @@ class SearchResponse(BaseModel):
 
 
 async def _json_body(request: Request, entry: EngineRoute
-                     ) -> tuple[Services, str, bytes, dict[str, Any], Named]:
+                     ) -> tuple[Services, str, bytes, JsonBody, Named]:
     """The body read once as strict JSON, and the identity policy run on it (SPEC §3, §5)."""
     svc = services(request)
     raw = await body_bytes(request)
-    payload = strict_json(request.scope["headers"], raw)
-    if payload is None:
+    data = json_bytes(request.scope["headers"], raw)
+    if data is None:
         raise ValidationFailed("the body must be a JSON object", field="body")
-    if nesting_exceeds(payload, MAX_BODY_DEPTH):
-        raise ValidationFailed(f"request body is nested deeper than {MAX_BODY_DEPTH} levels",
-                               field="body")
     target: Target | None = request.scope.get(TARGET_KEY)
-    named = named_in(entry, payload, target.query if target else {}, {})
+    query = target.query if target else {}
+    if nested_deeper(data, MAX_BODY_DEPTH):  # its bytes say so: parsed, unless not JSON at all
+        payload = json_object(data)
+        if nesting_exceeds(payload, MAX_BODY_DEPTH):
+            raise ValidationFailed(f"request body is nested deeper than {MAX_BODY_DEPTH} "
+                                   "levels", field="body")
+        named, read = named_in(entry, payload, query, {}), JsonBody(data, payload)
+    else:
+        named, checked = named_in_json(entry, data, query, {})
+        assert checked is not None
+        read = checked
     caller = await acting.settle_user(request.scope, named, svc.erased_users.is_refused)
     scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
-    return svc, caller, raw, payload, named
+    return svc, caller, raw, read, named
 
 
 async def _forward(request: Request, svc: Services, caller: str, path: str, raw: bytes,
@@ -151,7 +158,8 @@ async def _forward(request: Request, svc: Services, caller: str, path: str, raw:
 async def _add(request: Request, dialect: Dialect, native: bool, path: str | None,
                entry: EngineRoute = OWN_ADD) -> Response:
     """One add: `native` bodies are the engine's own, else the gateway's EverOS-shaped ones."""
-    svc, caller, raw, payload, named = await _json_body(request, entry)
+    svc, caller, raw, read, named = await _json_body(request, entry)
+    payload = read.fields  # what is read; `read.whole()` where the body is rewritten
     scope: AddScope
     items: list[AttachmentItem]
     if native:
@@ -171,7 +179,9 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         # Sessions are claimed with the add's intent; groups and cubes once the add is valid.
         await svc.rules.claim(named.only(GROUP, CUBE), caller)
     if named_objects:
-        payload, items = await _hand_objects(svc, dialect, payload, items, named_objects)
+        payload, items = await _hand_objects(svc, dialect, read.whole(), items, named_objects)
+    elif read.lean and (not native or dialect.names_files):
+        payload = read.whole()  # the flavour makes the engine's payload of it (`_outgoing`)
     session_id = scope.session_id
     if session_id is None:
         outgoing = _outgoing(dialect, native, payload, caller, items, bool(named_objects))
@@ -257,7 +267,8 @@ async def _hand_objects(svc: Services, dialect: Dialect, payload: dict[str, Any]
 
 async def _search(request: Request, dialect: Dialect, native: bool, path: str | None,
                   entry: EngineRoute = OWN_SEARCH) -> Response:
-    svc, caller, raw, payload, _ = await _json_body(request, entry)
+    svc, caller, raw, read, _ = await _json_body(request, entry)
+    payload = read.fields if native else read.whole()
     outgoing = None if native else dialect.search_payload(payload, caller)
     status, headers, body = await _forward(
         request, svc, caller, path or svc.settings.upstream.search_path, raw, outgoing

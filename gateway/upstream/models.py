@@ -13,15 +13,22 @@ only the body is not an id at all, and the body's default `app_id` is the scope 
 message list whose senders own what is extracted) and whether it *scopes* the route: a read or a
 bulk write counts as bounded to the caller only through the field the engine filters by. Pure:
 no I/O.
+
+A model may name a `lean` twin of its body model: the same fields, validators and refusals, but
+validated from the body's bytes and keeping only what the gateway reads (content items without
+a file dropped, filter trees folded as they are read), so a large body never becomes the whole
+tree of Python objects a parsed dict and the engine's instances would be (SPEC §13).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, GetCoreSchemaHandler, ValidationError
+from pydantic_core import CoreSchema, PydanticKnownError, core_schema
 
 from gateway.errors import ValidationFailed
 from gateway.identity.named import FILTERS, KINDS, Named
@@ -37,7 +44,7 @@ SENDERS = "senders"
 # `pins` is True when the condition is part of a conjunction that pins that id (eq / in of
 # exactly the values named, reached through ANDs only). Raises ValidationFailed for what the
 # engine refuses and for conditions that reach beyond the values named on owner fields.
-FilterIds = Callable[[Any, str], list[tuple[str, str, Any, bool]]]
+FilterIds = Callable[[Any, str], Iterable[tuple[str, str, Any, bool]]]
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,7 @@ class Id:
         assert self.kind in (*KINDS, SENDERS), self.kind
         assert self.where in (BODY, QUERY, PATH), self.where
 
-    @property
+    @cached_property
     def label(self) -> str:
         return self.key if self.where == BODY else f"{self.where}.{self.key}"
 
@@ -77,17 +84,44 @@ class RouteModel:
     # Ids the engine scopes its session namespace by, read from the validated body.
     scope_keys: tuple[str, str] = ("app_id", "project_id")
     notes: tuple[str, ...] = ()  # what the engine ignores or forbids, for docs/engines.md
+    # `body` as the gateway validates it (module docstring): accepts and refuses exactly what
+    # `body` does, keeps only what the gateway reads; None = `body` itself, from a parsed body.
+    lean: type[BaseModel] | None = None
 
     def read(self, body: Any, query: Mapping[str, list[str]], params: Mapping[str, str]
              ) -> Named:
-        """Validate the request as the engine would, then every id it names (422 on refusal)."""
-        named = Named()
-        values: dict[str, Any] = {}  # each part's validated model (path: a dict)
-        given: dict[str, Any] = {}  # each part as given, before validation
+        """Validate the request as the engine would, then every id it names (422 on refusal).
+        `body` is parsed; the lean model, where there is one, validates it."""
+        validated = None
         if self.body is not None:
             if body is None and not self.body_required:
                 body = {}
-            values[BODY], given[BODY] = _validated(self.body, body, BODY), body
+            validated = _validated(self.lean or self.body, body, BODY)
+        return self.read_validated(validated, query, params, given_body=body)
+
+    def validated_json(self, raw: bytes) -> BaseModel | None:
+        """The body validated by the lean model straight from its bytes (422 on refusal), or
+        None when pydantic's JSON reader cannot read them the way the engine's parser does (a
+        lone surrogate, nesting past its limit: the caller parses those, gateway/upstream/
+        routes.py). `raw` holds a JSON object (json_body.starts_an_object)."""
+        assert self.lean is not None
+        try:
+            return self.lean.__pydantic_validator__.validate_json(  # type: ignore[no-any-return]
+                raw, context={})
+        except ValidationError as exc:
+            if exc.errors(include_url=False, include_input=False)[0]["type"] == "json_invalid":
+                return None
+            raise _refusal(exc, BODY) from None
+
+    def read_validated(self, body: BaseModel | None, query: Mapping[str, list[str]],
+                       params: Mapping[str, str], given_body: Any = None) -> Named:
+        """`read` past the body's validation: the query's, then every id named. `given_body`:
+        the body as parsed, where there is one."""
+        named = Named()
+        values: dict[str, Any] = {}  # each part's validated model (path: a mapping)
+        given: dict[str, Any] = {}  # each part as given, before validation
+        if body is not None:
+            values[BODY], given[BODY] = body, given_body
         if self.query is not None:
             # A repeated parameter is a list, which no scalar field accepts: a 422.
             flat = {key: vals[-1] if len(vals) == 1 else vals for key, vals in query.items()}
@@ -96,7 +130,7 @@ class RouteModel:
         app_key, project_key = self.scope_keys
         named.app_id = _scope(_field(scope, app_key))
         named.project_id = _scope(_field(scope, project_key))
-        values[PATH] = dict(params)
+        values[PATH] = params
         for one in self.ids:
             value = _field(values.get(one.where), one.key)
             if value is None:
@@ -109,13 +143,9 @@ class RouteModel:
                     continue
                 tree = _filter_tree(value, given.get(one.where), one.key)
                 for kind, where, found, pins in self.filters(tree, label):
-                    named.ids.append((kind, where, found))
-                    if pins and one.scopes:
-                        named.scopes.add(where)
+                    named.add(kind, where, found, scopes=pins and one.scopes)
             else:
-                named.ids.append((one.kind, label, value))
-                if one.scopes:
-                    named.scopes.add(label)
+                named.add(one.kind, label, value, scopes=one.scopes)
         return named
 
     def _senders(self, messages: Any, label: str, named: Named) -> None:
@@ -127,7 +157,7 @@ class RouteModel:
             kind = self.senders.get(_field(message, "role"))
             sender = _field(message, self.sender_key)
             if kind is not None and sender is not None:
-                named.ids.append((kind, f"{label}[{index}].{self.sender_key}", sender))
+                named.add(kind, f"{label}[{index}].{self.sender_key}", sender)
 
     @property
     def scoped(self) -> bool:
@@ -146,8 +176,9 @@ def _field(part: Any, key: str) -> Any:
     validated body once more, and a body of many small objects is many times its size as
     Python objects already (SPEC §13, bench/body_memory.py)."""
     if isinstance(part, BaseModel):
-        if key in type(part).model_fields:
-            return getattr(part, key)
+        fields = part.__dict__  # a model's declared fields, by name
+        if key in fields:
+            return fields[key]
         return (part.__pydantic_extra__ or {}).get(key)
     if isinstance(part, Mapping):
         return part.get(key)
@@ -169,11 +200,88 @@ def _validated(model: type[BaseModel], data: Any, where: str) -> BaseModel:
     if data is None:
         raise ValidationFailed(f"the request {where} is required", field=where)
     try:
-        parsed = model.model_validate(data)
+        parsed = model.model_validate(data, context={})
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        location = ".".join(str(part) for part in first["loc"]) or where
-        if where != BODY:
-            location = f"{where}.{location}"
-        raise ValidationFailed(f"{location}: {first['msg']}", field=location) from None
+        raise _refusal(exc, where) from None
     return parsed
+
+
+def _refusal(exc: ValidationError, where: str) -> ValidationFailed:
+    """The 422 of a refused request part: its first error, as the engine's model orders them,
+    in the words of a parsed body's validation by the engine's model: validated from bytes,
+    pydantic says "a valid array" where it says "a valid list" of a parsed one, and a lean
+    model's errors name the engine's model."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = _engine_first(errors)
+    location = ".".join(str(part) for part in first["loc"]) or where
+    if where != BODY:
+        location = f"{where}.{location}"
+    context = first.get("ctx")
+    if context is not None and context.get("class_name") in _ENGINE_NAMES:
+        context = {**context, "class_name": _ENGINE_NAMES[context["class_name"]]}
+    try:
+        message = PydanticKnownError(first["type"], context).message()
+    except (KeyError, TypeError, ValueError):  # not one of pydantic's own errors
+        message = first["msg"]
+    return ValidationFailed(f"{location}: {message}", field=location)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+# A lean model's class name -> its engine model's: pydantic writes class names into errors
+# ("a valid dictionary or instance of FilterNode"), and a refusal reads as the engine's.
+_ENGINE_NAMES: dict[str, str] = {}
+
+
+def lean_of(engine: type[BaseModel]) -> Callable[[type[M]], type[M]]:
+    """The class decorator of a lean model: its errors name the engine's model."""
+
+    def named(model: type[M]) -> type[M]:
+        _ENGINE_NAMES[model.__name__] = engine.__name__
+        return model
+
+    return named
+
+
+# --- unions a lean model tries in another order ----------------------------------------------
+
+# The label of the member a lean union tries first -> the label of the engine's first member.
+_ENGINE_FIRST: dict[str, str] = {}
+
+
+def _engine_first(errors: list[Any]) -> Any:
+    """The error the engine's model would list first. A lean union tries its list member
+    first (`ItemsOrText`); when every member fails, the engine lists its text member's error
+    first, and the lean union's errors hold that error too."""
+    first = errors[0]
+    loc = first["loc"]
+    for index, part in enumerate(loc):
+        engine = _ENGINE_FIRST.get(part) if isinstance(part, str) else None
+        if engine is not None:
+            prefix = (*loc[:index], engine)
+            return next((one for one in errors if one["loc"][:index + 1] == prefix), first)
+    return first
+
+
+@dataclass(frozen=True)
+class ItemsOrText:
+    """`Annotated[Any, ItemsOrText(Item, kept, text)]` validates what the engine's `str |
+    list[Item]` does, keeping `kept(item)` of each item and `text(value)` of a string.
+
+    The list is tried first: a member that fails makes pydantic copy the input into its
+    error, and the engine's order (text first, `smart` mode) would copy every list of items.
+    Errors are reported as the engine orders them (`_engine_first`)."""
+
+    item: type[BaseModel]
+    kept: Callable[[BaseModel], Any]
+    text: Callable[[str], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> CoreSchema:
+        items = core_schema.list_schema(core_schema.no_info_after_validator_function(
+            self.kept, handler.generate_schema(self.item)))
+        text = core_schema.no_info_after_validator_function(self.text,
+                                                            handler.generate_schema(str))
+        label = f"list[{self.item.__name__}]"
+        _ENGINE_FIRST[label] = "str"  # the engine's labels, so its errors read the same
+        return core_schema.union_schema([(items, label), (text, "str")], mode="left_to_right")

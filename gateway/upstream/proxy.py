@@ -21,12 +21,13 @@ from gateway.attachments.uris import check_uris
 from gateway.config import Settings
 from gateway.errors import NotFound, RouteNotFound, UserIdRequired
 from gateway.identity import acting
+from gateway.identity.named import Named
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
 from gateway.upstream.headers import response_headers, upstream_headers
-from gateway.upstream.json_body import strict_json
-from gateway.upstream.routes import EngineRoute, Named, RouteTable, named_in
+from gateway.upstream.json_body import json_bytes
+from gateway.upstream.routes import EngineRoute, RouteTable, named_in_json
 from gateway.upstream.target import Target
 
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
@@ -102,12 +103,10 @@ class Proxy:
         if self.admit is not None:
             await self.admit(scope, route)
         with self.parsing.held(scope):
-            # The parsed body is dropped on leaving: only its bytes are forwarded.
+            # What is read of the body is dropped on leaving: only its bytes are forwarded.
             body: bytes | None = await read_body(scope, receive,
                                                  self.settings.limits.max_body_bytes)
-            payload = strict_json(scope["headers"], body) if body else None
-            user_id = await self.check(scope, route, payload, target, params)
-            del payload
+            user_id = await self.check(scope, route, body, target, params)
         if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             body = None
         if route.owner_probe is not None:
@@ -136,11 +135,13 @@ class Proxy:
                     "headers": response_headers(answer_headers)})
         await send({"type": "http.response.body", "body": answer})
 
-    async def check(self, scope: Scope, route: EngineRoute, payload: Any, target: Target,
+    async def check(self, scope: Scope, route: EngineRoute, body: bytes | None, target: Target,
                     params: dict[str, str]) -> str:
         """The one identity policy, on every id the request names, and on the URIs the engine
         would read or fetch (403 / 422, nothing sent); the user the request acts as."""
-        named = named_in(route, payload, target.query, params)
+        named, read = named_in_json(route, json_bytes(scope["headers"], body) if body else None,
+                                    target.query, params)
+        payload = None if read is None else read.fields
         user_id = await acting.settle_user(scope, named, self.refused)
         # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes there.
         scoped = await self.rules.check_named(named, user_id,

@@ -27,6 +27,7 @@ from gateway.identity.named import (
     USER,
     Named,
 )
+from gateway.upstream.json_body import JsonBody, json_object, starts_an_object
 
 if TYPE_CHECKING:
     from gateway.upstream.models import RouteModel
@@ -244,8 +245,6 @@ def parse_allowed(entry: str) -> EngineRoute:
 # --- what a request names -----------------------------------------------------------------------
 
 
-
-
 def _walk(node: Any, keys: list[str], where: str, found: list[tuple[str, str, Any]],
           kind: str) -> None:
     if not keys:
@@ -309,3 +308,27 @@ def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
     # Unmodelled: no model says which field the engine filters by, so any id may bound it.
     named.scopes.update(where for _, where, _ in ids)
     return named
+
+
+def named_in_json(route: EngineRoute, body: bytes | None, query: Mapping[str, list[str]],
+                  params: Mapping[str, str]) -> tuple[Named, JsonBody | None]:
+    """`named_in` for a body still in bytes, checked (json_body.json_bytes), and the body as
+    the gateway reads it.
+
+    A route model with a lean body model validates the bytes themselves: the body never
+    becomes a dict (SPEC §13). Bytes pydantic's JSON reader cannot read as the engine's parser
+    does (`RouteModel.validated_json`), and every other route, are parsed first."""
+    model = route.model
+    if body is not None and model is not None and model.lean is not None \
+            and starts_an_object(body):
+        validated = model.validated_json(body)
+        if validated is not None:
+            fields = validated.__dict__  # its declared fields, by name
+            if validated.__pydantic_extra__:
+                fields = {**fields, **validated.__pydantic_extra__}
+            return model.read_validated(validated, query, params), JsonBody(body, fields,
+                                                                            lean=True)
+    if body is None:
+        return named_in(route, None, query, params), None
+    payload = json_object(body)
+    return named_in(route, payload, query, params), JsonBody(body, payload)

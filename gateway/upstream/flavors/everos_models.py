@@ -20,14 +20,22 @@ read their body only: query strings are ignored (FastAPI body models).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 
 from gateway.errors import ValidationFailed
 from gateway.identity.named import AGENT, FILTERS, SESSION, USER
-from gateway.upstream.models import QUERY, SENDERS, Id, RouteModel
+from gateway.upstream.models import QUERY, SENDERS, Id, ItemsOrText, RouteModel, lean_of
 
 SOURCE_MEMORIZE = "everos/entrypoints/api/routes/memorize.py"
 SOURCE_SEARCH = "everos/memory/search/dto.py, everos/memory/search/filters.py"
@@ -202,6 +210,92 @@ class TasksQuery(BaseModel):
     project_id: str = "default"
 
 
+# --- the same models as the gateway validates them (SPEC §13) ----------------------------------
+# Validated from a body's bytes (`RouteModel.lean`): the engine's fields, validators and
+# refusals, keeping only what the gateway reads. A content item is validated and then dropped
+# unless it carries a file (attachments, gateway/attachments/add_body.py), text as well; a
+# message keeps its role, sender and content; a filter node becomes the plain mapping the
+# filter walk reads. Their errors name the engine's models (`lean_of`).
+
+_FILE_KEYS = ("type", "uri", "base64", "name", "ext")
+
+
+def _file_item(item: BaseModel) -> dict[str, Any] | None:
+    """What the gateway reads of a content item: its file, when it names one."""
+    if not (getattr(item, "uri", None) or getattr(item, "base64", None)):
+        return None
+    return {key: value for key in _FILE_KEYS if (value := getattr(item, key)) is not None}
+
+
+def _no_text(text: str) -> None:
+    return None
+
+
+def _message_read(message: Message) -> dict[str, Any]:
+    """What the gateway reads of a message: who sends it, and its files (`content`)."""
+    return {"role": message.role, "sender_id": message.sender_id, "content": message.content}
+
+
+@lean_of(Message)
+class LeanMessage(Message):
+    content: Annotated[Any, ItemsOrText(ContentItem, _file_item, _no_text)]
+
+
+ReadMessage = Annotated[LeanMessage, AfterValidator(_message_read)]
+
+
+@lean_of(AddBody)
+class LeanAddBody(AddBody):
+    # Each message validated as the engine's, holding what `_message_read` keeps of it.
+    messages: list[ReadMessage] = Field(  # type: ignore[assignment]
+        min_length=1, max_length=500)
+
+
+# Folded nodes made only of string conditions are kept once per request, up to this many.
+_SHARED_NODES = 4096
+
+
+def _folded(node: FilterNode, info: ValidationInfo) -> dict[str, Any]:
+    """A validated filter node as the plain mapping `filter_ids` walks: its conditions in
+    order, then `AND` and `OR` where given. Node instances (with their dicts of conditions)
+    cost many times the body; a node of string conditions seen before is that same mapping."""
+    folded = dict(node.__pydantic_extra__ or {})
+    given = node.model_fields_set
+    if "AND" in given:
+        folded["AND"] = node.AND
+    if "OR" in given:
+        folded["OR"] = node.OR
+    shared = info.context.setdefault("filter_nodes", {}) if info.context is not None else None
+    if shared is None or not all(type(value) is str for value in folded.values()):
+        return folded
+    key = tuple(folded.items())
+    if (seen := shared.get(key)) is not None:
+        return seen  # type: ignore[no-any-return]
+    if len(shared) < _SHARED_NODES:
+        shared[key] = folded
+    return folded
+
+
+@lean_of(FilterNode)
+class LeanFilterNode(FilterNode):
+    # Each child validated as the engine's node, holding its `_folded` mapping.
+    AND: list[Annotated[LeanFilterNode, AfterValidator(_folded)]] | None = None  # type: ignore[assignment]
+    OR: list[Annotated[LeanFilterNode, AfterValidator(_folded)]] | None = None  # type: ignore[assignment]
+
+
+LeanFilters = Annotated[LeanFilterNode, AfterValidator(_folded)] | None
+
+
+@lean_of(SearchBody)
+class LeanSearchBody(SearchBody):
+    filters: LeanFilters = None
+
+
+@lean_of(GetBody)
+class LeanGetBody(GetBody):
+    filters: LeanFilters = None
+
+
 # --- filters -----------------------------------------------------------------------------------
 
 ALLOWED_FILTER_FIELDS = frozenset({"session_id", "parent_type", "parent_id", "timestamp",
@@ -210,39 +304,54 @@ RESERVED_FILTER_FIELDS = frozenset({"owner_id", "owner_type", "app_id", "project
 _OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in"})
 
 
-def filter_ids(tree: Any, where: str) -> list[tuple[str, str, Any, bool]]:
+def filter_ids(tree: Any, where: str) -> Iterator[tuple[str, str, Any, bool]]:
     """The sessions an EverOS filter tree names (eq / in), refusing what the engine refuses.
 
     EverOS filters never name an owner, so nothing here pins the caller: the route is scoped by
     its top-level `user_id` / `agent_id`. Every session named positively is checked for its
     owner (a plain top-level `session_id` also reads that session's unprocessed buffer).
+
+    Depth first: a node's own conditions in order, then its `OR` children and its `AND`
+    children, each list from its last child, whatever order the body wrote `AND` and `OR` in
+    (the order a tree folded by the lean models has, `_folded`). Children are walked off their
+    lists: no path is made before its node is reached.
     """
-    found: list[tuple[str, str, Any, bool]] = []
-    stack: list[tuple[Any, str]] = [(tree, where)]
-    while stack:
-        node, at = stack.pop()
+    below: list[tuple[list[Any], str, int]] = []  # (children, their path, next index)
+    node, at = tree, where
+    while True:
         if not isinstance(node, dict):
             raise ValidationFailed(f"{at}: filter nodes must be objects", field=at)
         for key, value in node.items():
-            if value is None and key in ("AND", "OR"):
+            if value is None and key in _COMBINATORS:
                 continue
             here = f"{at}.{key}"
-            if key in ("AND", "OR"):
+            if key in _COMBINATORS:
                 if not isinstance(value, list):
                     raise ValidationFailed(f"{here}: expects an array of nodes", field=here)
-                stack.extend((child, f"{here}[{index}]") for index, child in enumerate(value))
             elif key in RESERVED_FILTER_FIELDS:
                 raise ValidationFailed(f"{here}: filter field {key!r} is reserved; pass it at "
                                        "the top of the request", field=here)
             elif key not in ALLOWED_FILTER_FIELDS:
                 raise ValidationFailed(f"{here}: unsupported filter field: {key!r}", field=here)
             elif key == "session_id":
-                found.extend((SESSION, here, one, False) for one in _positive(value, here))
+                for one in _positive(value, here):
+                    yield SESSION, here, one, False
             elif isinstance(value, dict):
                 bad = set(value) - _OPERATORS
                 if not value or bad:
                     raise ValidationFailed(f"{here}: unsupported operator", field=here)
-    return found
+        for key in _COMBINATORS:
+            if children := node.get(key):
+                below.append((children, f"{at}.{key}", len(children) - 1))
+        if not below:
+            return
+        children, path, index = below.pop()
+        if index:
+            below.append((children, path, index - 1))
+        node, at = children[index], f"{path}[{index}]"
+
+
+_COMBINATORS = ("AND", "OR")
 
 
 def _positive(value: Any, where: str) -> list[Any]:
@@ -265,26 +374,26 @@ def _positive(value: Any, where: str) -> list[Any]:
 SENDER_OWNERS = {"user": USER, "assistant": AGENT, "tool": AGENT}
 
 ADD = RouteModel(
-    source=SOURCE_MEMORIZE, body=AddBody,
+    source=SOURCE_MEMORIZE, body=AddBody, lean=LeanAddBody,
     ids=(Id(SESSION, "session_id"), Id(SENDERS, "messages")),
     senders=SENDER_OWNERS,
     notes=("query string ignored", "unknown body keys ignored; unknown content-item keys "
            "refused", "assistant and tool senders own the agent memory extracted"),
 )
 FLUSH = RouteModel(
-    source=SOURCE_MEMORIZE, body=FlushBody,
+    source=SOURCE_MEMORIZE, body=FlushBody, lean=FlushBody,
     ids=(Id(SESSION, "session_id", scopes=True),),
     notes=("query string ignored (app_id and project_id default in the body)",),
 )
 _OWNER_IDS = (Id(USER, "user_id", scopes=True), Id(AGENT, "agent_id", scopes=True))
 SEARCH = RouteModel(
-    source=SOURCE_SEARCH, body=SearchBody,
+    source=SOURCE_SEARCH, body=SearchBody, lean=LeanSearchBody,
     ids=(*_OWNER_IDS, Id(FILTERS, "filters")), filters=filter_ids,
     notes=("user_id XOR agent_id required; unknown keys refused",
            "filters.session_id alone also returns that session's unprocessed messages"),
 )
 GET = RouteModel(
-    source=SOURCE_GET, body=GetBody,
+    source=SOURCE_GET, body=GetBody, lean=LeanGetBody,
     ids=(*_OWNER_IDS, Id(FILTERS, "filters")), filters=filter_ids,
     notes=("user_id XOR agent_id required, paired with memory_type; unknown keys refused",),
 )
