@@ -80,10 +80,14 @@ def _descriptor_of(path: str) -> int | None:
 class WalIndexWatch:
     """The bytes of a WAL database's wal-index header, mapped read-only."""
 
-    __slots__ = ("_address",)
+    __slots__ = ("_address", "_header")
 
     def __init__(self, address: int) -> None:
         self._address: int | None = address
+        # A view of the mapped header: copying it out is one call (libc's mapping, not
+        # Python's, so the view is over memory Python does not own: dropped before munmap).
+        self._header: memoryview | None = memoryview(
+            (ctypes.c_char * HEADER_BYTES).from_address(address)).cast("B")
 
     @classmethod
     def open(cls, conn: sqlite3.Connection, path: str) -> WalIndexWatch | None:
@@ -106,12 +110,16 @@ class WalIndexWatch:
 
     def stamp(self) -> bytes:
         """The header now: different bytes after any commit since an earlier stamp."""
-        if self._address is None:
+        header = self._header
+        if header is None:
             raise RuntimeError("the wal-index watch is closed")
-        return ctypes.string_at(self._address, HEADER_BYTES)
+        return header.tobytes()
 
     def close(self) -> None:
         """Remove the mapping (no descriptor is closed: SQLite's stays SQLite's)."""
+        header, self._header = self._header, None
+        if header is not None:
+            header.release()
         address, self._address = self._address, None
         if address is not None and _LIBC is not None:
             _LIBC.munmap(address, HEADER_BYTES)

@@ -47,13 +47,16 @@ def _not_taken(user_header: str, configured: tuple[str, ...]) -> frozenset[bytes
     return _NOT_FORWARDED | {name.lower().replace("_", "-").encode() for name in names}
 
 
-def upstream_headers(
-    scope: Scope, settings: Settings, user_id: str, request_id: str
-) -> list[tuple[str, str]]:
-    """The client's headers minus hop-by-hop, credentials and ours, plus ours (SPEC §5)."""
-    raw: list[tuple[bytes, bytes]] = scope["headers"]
-    upstream = settings.upstream
-    dropped = _not_taken(upstream.user_header, tuple(upstream.headers))
+# The client's forwarded headers by the headers it sent (a client sends the same few sets
+# again and again); bounded, cleared when full. Values as sent: `_passed` is pure.
+_PASSED: dict[tuple[tuple[tuple[bytes, bytes], ...], frozenset[bytes]],
+              tuple[list[tuple[str, str]], str]] = {}
+_PASSED_LIMIT = 512
+
+
+def _passed(raw: tuple[tuple[bytes, bytes], ...], dropped: frozenset[bytes]
+            ) -> tuple[list[tuple[str, str]], str]:
+    """The client's headers that are forwarded, decoded, and the Host it named."""
     out: list[tuple[str, str]] = []
     host = ""
     named: set[bytes] | None = None
@@ -64,11 +67,29 @@ def upstream_headers(
             if key == b"host":
                 host = value.decode("latin-1")
             elif key == b"connection":
-                named = _connection_named(raw)
+                named = _connection_named(list(raw))
             continue
         out.append((key.decode("latin-1"), value.decode("latin-1")))
     if named:  # the headers `Connection` names are hop-by-hop too
         out = [(key, value) for key, value in out if key.encode("latin-1") not in named]
+    return out, host
+
+
+def upstream_headers(
+    scope: Scope, settings: Settings, user_id: str, request_id: str
+) -> list[tuple[str, str]]:
+    """The client's headers minus hop-by-hop, credentials and ours, plus ours (SPEC §5)."""
+    upstream = settings.upstream
+    dropped = _not_taken(upstream.user_header, tuple(upstream.headers))
+    key = (tuple(scope["headers"]), dropped)
+    found = _PASSED.get(key)
+    if found is None:
+        found = _passed(*key)
+        if len(_PASSED) >= _PASSED_LIMIT:
+            _PASSED.clear()
+        _PASSED[key] = found
+    passed, host = found
+    out = list(passed)
     client = scope.get("client")
     if client:
         out.append(("X-Forwarded-For", client[0]))
