@@ -121,10 +121,38 @@ async def test_read_now_goes_to_a_reader_thread_when_the_database_is_locked(
 async def test_a_locked_database_answers_a_generation_nothing_kept_carries(
     sqlite_db: SqliteDatabase,
 ) -> None:
+    """Counters that changed but cannot be read are unknown: a number no kept answer carries,
+    a new one each time, until they can be read again."""
     index = AttachmentIndex(sqlite_db)
     await add(sqlite_db, "alice", "s1", "a.png")
-    kept = await index.lookup("alice", ["s1"])
+    await index.lookup("alice", ["s1"])
     before = sqlite_db.generation("sessions")
+    inline = sqlite_db._inline
+    sqlite_db._inline = LockedConnection()  # type: ignore[assignment]
+    try:
+        # Nothing committed meanwhile: the wal-index says so without reading the counters.
+        assert sqlite_db.generation("sessions") == before
+        await add(sqlite_db, "alice", "s2", "b.png")  # a commit: the counters must be read
+        while_locked = {sqlite_db.generation("sessions") for _ in range(3)}
+    finally:
+        sqlite_db._inline = inline
+    assert before not in while_locked and len(while_locked) == 3
+    after = sqlite_db.generation("sessions")
+    assert after not in while_locked and after != before  # read again once unlocked
+    kept = await index.lookup("alice", ["s1"])
+    assert await index.lookup("alice", ["s1"]) is kept  # and kept while nothing changes
+
+
+async def test_a_locked_database_without_a_wal_index_answers_unknown_generations(
+    sqlite_db: SqliteDatabase,
+) -> None:
+    """Where the wal-index cannot be mapped, `PRAGMA data_version` is asked each time: a
+    locked database answers a number no kept answer carries."""
+    assert sqlite_db._wal_index is not None
+    sqlite_db._wal_index.close()
+    sqlite_db._wal_index = None
+    before = sqlite_db.generation("sessions")
+    assert sqlite_db.generation("sessions") == before
     inline = sqlite_db._inline
     sqlite_db._inline = LockedConnection()  # type: ignore[assignment]
     try:
@@ -132,7 +160,6 @@ async def test_a_locked_database_answers_a_generation_nothing_kept_carries(
     finally:
         sqlite_db._inline = inline
     assert before not in while_locked and len(while_locked) == 3
-    assert await index.lookup("alice", ["s1"]) is kept  # unlocked: the kept lookup stands
 
 
 async def test_read_now_raises_real_errors(sqlite_db: SqliteDatabase) -> None:
