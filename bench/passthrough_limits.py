@@ -1,40 +1,27 @@
-"""Pass-through with and without the rate limits (split from bench/passthrough.py).
+"""The limiter's cost on the pass-through (SPEC §14: at most 5 %).
 
-Pass-through benchmark (SPEC §14): requests/s through the gateway ÷ straight to the upstream.
+Requests/s of a gateway with every rate limit and the engine-call cap on (set high enough never
+to refuse: every request still draws from its bucket and takes an engine slot) ÷ the same
+gateway with them off, both in front of one fast upstream, alternated in pairs; also the
+gateway's CPU time per request, on ÷ off. Target: requests/s ratio ≥ 0.95. The pass-through
+itself is bench/passthrough.py; the limiter alone, in process, bench/limiter_cost.py.
 
-Small JSON POST, 16 connections, direct and gateway runs alternated in pairs in one run; prints
-each pair and the median ratio. Target: ≥ 0.25 on the 2-core machine.
-
-`--limits`: instead, requests/s of a gateway with every rate limit and the engine-call cap on
-(set high enough never to refuse) ÷ the same gateway with them off, alternated in pairs;
-target ≥ 0.95 (the limiter costs ≤ 5 %, SPEC §14).
-
-    .venv/bin/python bench/passthrough_limits.py [--rounds 5] [--seconds 5] [--client native|httpx]
-                                          [--limits [--postgresql]]
+    .venv/bin/python bench/passthrough_limits.py [--rounds 5] [--seconds 5]
+        [--client native|httpx] [--postgresql]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import (  # noqa: E402
-    fast_upstream,
-    gateway,
-    gateway_process,
-    load,
-    median,
-    paired_ratios,
-)
+from harness import cpu_seconds, fast_upstream, gateway_process, load, median, paired_ratios  # noqa: E402,E501
+from passthrough import BODY, PATH  # noqa: E402
 
-BODY = b'{"user_id": "bench", "memory_type": "episode", "page_size": 5}'
-PATH = "/api/v2/memory/get"
-TARGET = 0.25
 LIMITS_TARGET = 0.95
 # Limits that never refuse the benchmark's load: every request still draws from its bucket and
 # takes an engine slot.
@@ -50,12 +37,12 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--client", default="native", choices=["native", "httpx"])
     parser.add_argument("--limits", action="store_true",
-                        help="measure limits on ÷ off instead of gateway ÷ direct")
+                        help="accepted for older command lines: this is all it measures")
     parser.add_argument("--postgresql", action="store_true",
-                        help="with --limits: both gateways on a throw-away PostgreSQL, where "
-                        "every request's bucket is one statement")
+                        help="both gateways on a throw-away PostgreSQL, where every request's "
+                        "bucket is one statement")
     args = parser.parse_args()
-    if args.limits and args.postgresql:
+    if args.postgresql:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from tests import postgres_server
 
@@ -65,31 +52,7 @@ def main() -> int:
                 "MEMORY_GATEWAY_STORAGE_DATABASE": server.create_database()})
         finally:
             server.stop()
-    if args.limits:
-        return limiter_cost(args)
-    json_type = {"Content-Type": "application/json"}
-    with fast_upstream() as upstream, gateway(
-        upstream, {"MEMORY_GATEWAY_UPSTREAM_CLIENT": args.client}
-    ) as (gateway_url, key):
-        auth = {**json_type, "Authorization": f"Bearer {key}"}
-        load(gateway_url + PATH, BODY, auth, args.connections, 1.0)  # warm-up
-        load(upstream + PATH, BODY, json_type, args.connections, 1.0)
-        result = paired_ratios(
-            args.rounds,
-            lambda: load(upstream + PATH, BODY, json_type, args.connections, args.seconds),
-            lambda: load(gateway_url + PATH, BODY, auth, args.connections, args.seconds),
-            ("direct", "gateway"),
-        )
-    verdict = "meets" if result >= TARGET else "MISSES"
-    print(f"client={args.client} connections={args.connections} median ratio {result:.3f} "
-          f"({verdict} the {TARGET} target)")
-    return 0 if result >= TARGET else 1
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return limiter_cost(args)
 
 
 def limiter_cost(args: argparse.Namespace,

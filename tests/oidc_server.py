@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests.processes import ROOT, free_port, wait_until_serving
+from tests.processes import ROOT, free_port, stop, wait_until_serving
 
 FOLDER = ROOT / ".node-oidc"
 SCRIPT = ROOT / "tests" / "oidc_provider.mjs"
@@ -107,10 +107,4 @@ def oidc_provider(folder: Path) -> Iterator[OidcProvider]:
         wait_until_serving(issuer + "/.well-known/openid-configuration", proc, log=log)
         yield OidcProvider(issuer, log)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)

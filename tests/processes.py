@@ -52,13 +52,7 @@ def running(args: list[str], env: dict[str, str], probe: str,
         wait_until_serving(probe, proc, log=log)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         if proc.stderr:
             proc.stderr.close()
 
@@ -115,3 +109,14 @@ def gateway(tmp: Path, upstream_url: str, *, log: Path | None = None, port: int 
     url = f"http://127.0.0.1:{port}"
     with running(["serve"], env, url + "/healthz", log=log) as proc:
         yield GatewayProcess(url, env, proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a server the suite started: SIGTERM, then SIGKILL when it lingers past 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -72,3 +72,48 @@ def test_an_item_naming_a_loopback_page_is_refused_and_never_fetched(
         assert added.json()["error"]["code"] == "uri_not_allowed"
         assert page.requests == []
     assert _buffered(everos, "alice", session) == []
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    # the engine's parser keeps a repeated key's last value: so must the gateway's reader, on
+    # the route read from its bytes (get) and on the one parsed (search)
+    ("/api/v2/memory/get",
+     '{"user_id": "bob", "memory_type": "episode", "page_size": 5, "user_id": "alice"}'),
+    ("/api/v2/memory/get",
+     '{"user_id": "bob", "memory_type": "episode",'
+     ' "filters": {"session_id": "s", "session_id": "{session}"}}'),
+    ("/api/v2/memory/search",
+     '{"query": "harbour", "user_id": "bob", "user_id": "alice"}'),
+    ("/api/v2/memory/search",
+     '{"query": "harbour", "user_id": "bob", "filters": {"session_id": "s"},'
+     ' "filters": {"session_id": "{session}"}}'),
+], ids=["get-top", "get-filter", "search-top", "search-filters"])
+def test_a_repeated_key_naming_another_user_last_is_refused(
+        clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine, path: str,
+        body: str) -> None:
+    alice, bob = clients
+    session = new_session("repeated")
+    planted = alice.post("/api/v2/memory/add", json={"session_id": session, "messages": [
+        message("user", "alice", "my harbour locker code is 7319", now_ms())]})
+    assert planted.status_code == 200, planted.text
+    assert _buffered(everos, "alice", session) != []  # the engine holds it for alice
+    answer = bob.post(path, content=body.replace("{session}", session),
+                      headers={"Content-Type": "application/json"})
+    # bob may not name alice, nor her session: a 403 or a 404 (no oracle), never a refusal of
+    # the body itself, which would leave the attack untried
+    assert answer.status_code in (403, 404), answer.text
+    assert "7319" not in answer.text
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/v2/memory/get",
+     '{"user_id": "alice", "memory_type": "episode", "page_size": 5, "user_id": "bob"}'),
+    ("/api/v2/memory/search", '{"query": "harbour", "user_id": "alice", "user_id": "bob"}'),
+], ids=["get", "search"])
+def test_a_repeated_key_naming_the_caller_last_is_the_callers_request(
+        clients: tuple[httpx.Client, httpx.Client], path: str, body: str) -> None:
+    """The other half: the gateway reads the last value too, so the same bodies with the
+    caller last are the caller's own reads, answered."""
+    _, bob = clients
+    answer = bob.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200, answer.text
