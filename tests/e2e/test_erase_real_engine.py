@@ -74,7 +74,9 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
             # The engine reads an upload's file from the gateway's disk in the background: let
             # it finish before the erase removes the file, or its queue stalls on the missing
             # file and holds up the tests after this one.
-            eventually(lambda: _episode_of(everos, user, resource_session),
+            # (Extraction runs behind the engine's own queue: on a machine busy with the rest
+            # of the suite it took over 30 s once, alone about 5 s.)
+            eventually(lambda: _episode_of(everos, user, resource_session), timeout=120.0,
                        what="the upload's episode")
 
             with httpx.Client(base_url=gw.url, timeout=120, headers={
