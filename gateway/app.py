@@ -130,7 +130,11 @@ class Gateway:
         self.limiter = Limiter(settings, db)
         self._owned_classes = owned_classes(flavor)
         if self.limiter.enabled:
-            self.services.proxy.admit = self.limiter.admit_engine
+            if self.limiter.local is not None:
+                self.services.proxy.admit_now = self.limiter.admit_engine_now
+            else:
+                self.services.proxy.admit = self.limiter.admit_engine
+        self.services.proxy.slots = self.limiter.slots
         self._lease_upkeep: asyncio.Task[None] | None = None
         self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
@@ -253,10 +257,6 @@ class Gateway:
 
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
-        # The user's engine-call slot, taken at the request's first engine call (the user it
-        # acts as is read then: a service key's is fixed by its route).
-        slots = self.limiter.slots
-        ticket_token = ENGINE_TICKET.set(slots.ticket(scope)) if slots is not None else None
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
@@ -278,11 +278,6 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
-            if ticket_token is not None:
-                ticket = ENGINE_TICKET.get()
-                if ticket is not None:
-                    ticket.close()
-                ENGINE_TICKET.reset(ticket_token)
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""
@@ -352,7 +347,20 @@ class Gateway:
                 if self.limiter.enabled:
                     await self.limiter.admit(scope, self._owned_classes.get(
                         (scope["method"], scope[ROUTE_KEY]), OWNED))
-                await route.handle(scope, receive, send)
+                slots = self.limiter.slots
+                if slots is None:
+                    await route.handle(scope, receive, send)
+                    return True
+                # The user's engine-call slot, taken at the route's first engine call, wherever
+                # it is made (the user it acts as is read then: a service key's is fixed by its
+                # route); the pass-through takes its own (gateway/upstream/proxy.py).
+                ticket = slots.ticket(scope)
+                ticket_token = ENGINE_TICKET.set(ticket)
+                try:
+                    await route.handle(scope, receive, send)
+                finally:
+                    ticket.close()
+                    ENGINE_TICKET.reset(ticket_token)
                 return True
             if match is Match.PARTIAL and partial is None:
                 partial = route

@@ -213,3 +213,41 @@ async def test_a_refused_engine_call_frees_nothing_it_did_not_take(
     assert answers == [503, 503, 503]  # the engine's own answer, passed through, slot freed
     assert forbidden.status_code == 403
     assert app.limiter.slots is not None and app.limiter.slots.in_flight == {}
+
+
+async def test_owned_and_passed_through_engine_calls_share_the_users_cap(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+    make_key: Callable[[str], str],
+) -> None:
+    """The pass-through takes its slot itself, an owned route through its ticket: one count."""
+    release = asyncio.Event()
+    calls: list[str] = []
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        await release.wait()
+        return httpx.Response(200, json={"data": {"episodes": []}})
+
+    engine.post(GET).mock(side_effect=slow)
+    engine.post("/api/v2/memory/search").mock(side_effect=slow)
+    search = {"query": "trip", "user_id": "alice"}
+    capped = settings.with_values(rate_limits={"engine_concurrency_per_user": 1})
+    async with start_gateway(capped) as app, client_for(app, make_key("alice")) as alice:
+        held = asyncio.create_task(alice.post("/memories/search", json=search))
+        while not calls:
+            await asyncio.sleep(0.01)
+        passed_through = await read(alice)  # the owned search holds alice's one slot
+        release.set()
+        searched = await held
+        release.clear()
+        held = asyncio.create_task(read(alice))
+        while len(calls) < 2:
+            await asyncio.sleep(0.01)
+        owned = await alice.post("/memories/search", json=search)  # now the pass-through's
+        release.set()
+        read_back = await held
+        assert app.limiter.slots is not None and app.limiter.slots.in_flight == {}
+    assert passed_through.status_code == 429 and owned.status_code == 429
+    assert passed_through.headers["retry-after"] == owned.headers["retry-after"] == "1"
+    assert searched.status_code == 200 and read_back.status_code == 200
+    assert calls == ["/api/v2/memory/search", GET]  # neither refused call reached the engine

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -52,14 +52,20 @@ class Grant:
         return max(1, math.ceil((1.0 - self.tokens) / self.policy.rate))
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        policy = self.policy
-        tokens = self.tokens
-        out = [policy.limit_header,
-               (b"ratelimit-remaining", b"%d" % int(tokens)),  # tokens >= 0: int() floors
-               (b"ratelimit-reset", b"%d" % -((tokens - policy.capacity) // policy.rate))]
+        out = list(standing(self.policy, self.tokens))
         if not self.allowed:
             out.append((b"retry-after", b"%d" % self.retry_after_s))
         return out
+
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+
+def standing(policy: Policy, tokens: float) -> Headers:
+    """The RateLimit headers of a bucket holding `tokens` (>= 0) after a request."""
+    return (policy.limit_header,
+            (b"ratelimit-remaining", b"%d" % int(tokens)),  # tokens >= 0: int() floors
+            (b"ratelimit-reset", b"%d" % -((tokens - policy.capacity) // policy.rate)))
 
 
 def draw(tokens: float, elapsed_s: float, policy: Policy) -> tuple[float, bool]:
@@ -80,13 +86,22 @@ class LocalBuckets:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._buckets: dict[str, list[float]] = {}  # key -> [tokens, stamp], updated in place
+        # key -> [tokens, stamp], updated in place
+        self._buckets: dict[Hashable, list[float]] = {}
 
-    async def take(self, key: str, policy: Policy) -> Grant:
+    async def take(self, key: Hashable, policy: Policy) -> Grant:
         return self.take_now(key, policy)
 
-    def take_now(self, key: str, policy: Policy) -> Grant:
-        """`take` without a coroutine: nothing here waits (the limiter's hot path)."""
+    def take_now(self, key: Hashable, policy: Policy) -> Grant:
+        """`take` without a coroutine: nothing here waits."""
+        tokens = self.tokens_after(key, policy)
+        if tokens < 0.0:
+            return Grant(False, policy, tokens + 1.0)
+        return Grant(True, policy, tokens)
+
+    def tokens_after(self, key: Hashable, policy: Policy) -> float:
+        """The tokens left once this request took one; below 0 (by one) when there was none to
+        take, and then the bucket is left as it was. The limiter's hot path: no object made."""
         now = self._clock()
         bucket = self._buckets.get(key)
         if bucket is None:
@@ -94,12 +109,15 @@ class LocalBuckets:
                 self._forget_full(now, policy)
             bucket = self._buckets[key] = [float(policy.capacity), now]
         # `draw`, inline: it runs on every request
-        tokens = min(float(policy.capacity), bucket[0] + max(0.0, now - bucket[1]) * policy.rate)
-        allowed = tokens >= 1.0
-        if allowed:
-            tokens -= 1.0
-        bucket[0], bucket[1] = tokens, now
-        return Grant(allowed, policy, tokens)
+        tokens = bucket[0] + (now - bucket[1]) * policy.rate if now > bucket[1] else bucket[0]
+        if tokens > policy.capacity:
+            tokens = float(policy.capacity)
+        bucket[1] = now
+        if tokens < 1.0:
+            bucket[0] = tokens
+            return tokens - 1.0
+        bucket[0] = tokens - 1.0
+        return tokens - 1.0
 
     def _forget_full(self, now: float, policy: Policy) -> None:
         full_after = policy.capacity / policy.rate

@@ -3,8 +3,10 @@
 A request takes its user's slot at its first engine call and keeps it until the request ends,
 so a request that calls the engine twice (an owner probe then the call, an add then its flush)
 is refused at its first call or not at all. Counted per process: asyncio is single-threaded, so
-counting needs no lock. The ticket travels in a ContextVar, like UPSTREAM_STATUS: the upstream
-client (gateway/upstream/client.py) calls `ENGINE_TICKET.get()` before each call.
+counting needs no lock. The pass-through takes and gives back its slot itself, around its engine
+calls (gateway/upstream/proxy.py); an owned route's ticket travels in a ContextVar, like
+UPSTREAM_STATUS: the upstream client (gateway/upstream/client.py) calls `ENGINE_TICKET.get()`
+before each call, wherever in the route it is made.
 """
 
 from __future__ import annotations
@@ -26,6 +28,21 @@ class EngineSlots:
 
     def ticket(self, scope: Mapping[str, Any]) -> EngineTicket:
         return EngineTicket(self, scope)
+
+    def enter(self, user_id: str) -> None:
+        """Take one of the user's slots, or 429 when all are in use."""
+        count = self.in_flight.get(user_id, 0)
+        if count >= self.per_user:
+            raise RateLimited(f"at most {self.per_user} engine calls at once per user")
+        self.in_flight[user_id] = count + 1
+
+    def leave(self, user_id: str) -> None:
+        """Give back a slot `enter` took."""
+        left = self.in_flight[user_id] - 1
+        if left:
+            self.in_flight[user_id] = left
+        else:
+            del self.in_flight[user_id]
 
 
 class EngineTicket:
@@ -52,11 +69,7 @@ class EngineTicket:
         self.user_id = user_id if isinstance(user_id, str) and user_id else self.acting_user()
         if not self.user_id:
             return
-        in_flight = self._slots.in_flight
-        count = in_flight.get(self.user_id, 0)
-        if count >= self._slots.per_user:
-            raise RateLimited(f"at most {self._slots.per_user} engine calls at once per user")
-        in_flight[self.user_id] = count + 1
+        self._slots.enter(self.user_id)
         self.held = True
 
     def close(self) -> None:
@@ -65,12 +78,7 @@ class EngineTicket:
         if not self.held:
             return
         self.held = False
-        in_flight = self._slots.in_flight
-        left = in_flight[self.user_id] - 1
-        if left:
-            in_flight[self.user_id] = left
-        else:
-            del in_flight[self.user_id]
+        self._slots.leave(self.user_id)
 
 
 ENGINE_TICKET: ContextVar[EngineTicket | None] = ContextVar("engine_ticket", default=None)

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from gateway.config import RouteClassLimits, Settings
 from gateway.errors import RateLimited
 from gateway.identity.principal import PRINCIPAL_KEY, Principal
-from gateway.limits.buckets import Grant, LocalBuckets, Policy, SharedBuckets
+from gateway.limits.buckets import Grant, LocalBuckets, Policy, SharedBuckets, standing
 from gateway.limits.classes import ENGINE_READ, ENGINE_WRITE, ROUTE_CLASSES
 from gateway.limits.concurrency import RETRY_AFTER_S, EngineSlots
 from gateway.store.database import Database
@@ -49,21 +49,43 @@ class Limiter:
         else a write (gateway/limits/classes.py `engine_class`)."""
         await self.admit(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
 
+    def admit_engine_now(self, scope: MutableMapping[str, Any], route: EngineRoute) -> None:
+        """`admit_engine` on this process's buckets (SQLite): nothing waits."""
+        self.admit_now(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
+
     async def admit(self, scope: MutableMapping[str, Any], route_class: str) -> None:
         """Draw one token for the request's credential, or 429 with Retry-After."""
+        if self.local is not None:
+            self.admit_now(scope, route_class)
+            return
         policy = self.policies[route_class]
         principal: Principal | None = scope.get(PRINCIPAL_KEY)
         if policy is None or principal is None:
             return
-        key = f"{principal.credential_id} {route_class}"
-        if self.local is not None:
-            grant = self.local.take_now(key, policy)
-        else:
-            grant = await self.buckets.take(key, policy)
+        grant = await self.buckets.take(f"{principal.credential_id} {route_class}", policy)
         scope[LIMIT_HEADERS_KEY] = grant.headers()
         if not grant.allowed:
-            raise RateLimited(f"more than {policy.rate:g} {route_class} requests per second "
-                              f"(burst {policy.capacity}) for this credential")
+            raise _refused(policy, route_class)
+
+    def admit_now(self, scope: MutableMapping[str, Any], route_class: str) -> None:
+        """`admit` on this process's buckets, without a coroutine or a Grant: it runs on every
+        request, so it makes nothing but the headers."""
+        policy = self.policies[route_class]
+        principal: Principal | None = scope.get(PRINCIPAL_KEY)
+        if policy is None or principal is None:
+            return
+        assert self.local is not None
+        tokens = self.local.tokens_after((principal.credential_id, route_class), policy)
+        if tokens >= 0.0:
+            scope[LIMIT_HEADERS_KEY] = standing(policy, tokens)
+            return
+        scope[LIMIT_HEADERS_KEY] = Grant(False, policy, tokens + 1.0).headers()
+        raise _refused(policy, route_class)
+
+
+def _refused(policy: Policy, route_class: str) -> RateLimited:
+    return RateLimited(f"more than {policy.rate:g} {route_class} requests per second "
+                       f"(burst {policy.capacity}) for this credential")
 
 
 def with_retry_after(scope: MutableMapping[str, Any]) -> None:

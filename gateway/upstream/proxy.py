@@ -24,6 +24,7 @@ from gateway.identity import acting
 from gateway.identity.named import Named
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
+from gateway.limits.concurrency import EngineSlots
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
 from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import json_bytes
@@ -32,8 +33,10 @@ from gateway.upstream.target import Target
 
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
-# Admission of a request to its route before its body is read (rate limits, gateway/limits/).
+# Admission of a request to its route before its body is read (rate limits, gateway/limits/):
+# `AdmitNow` where nothing waits (this process's buckets), else `Admit`.
 Admit = Callable[[Scope, EngineRoute], Awaitable[None]]
+AdmitNow = Callable[[Scope, EngineRoute], None]
 # (caller, the items of an answer, its bytes) -> the bytes answered (gateway/search/answers.py)
 FilterAnswer = Callable[[str, Callable[[Any], list[Any]], bytes], Awaitable[bytes]]
 
@@ -90,6 +93,10 @@ class Proxy:
         # Whether a user id was erased and may not come back (gateway/userdata/refusal.py).
         self.refused: Callable[[str], Awaitable[bool]] | None = None
         self.admit: Admit | None = None
+        self.admit_now: AdmitNow | None = None
+        # Each user's engine calls at once (rate_limits.engine_concurrency_per_user): the
+        # pass-through takes its slot itself, so its requests carry no ticket (app.py).
+        self.slots: EngineSlots | None = None
 
     async def __call__(
         self, scope: Scope, receive: Receive, send: Send, user_id: str, request_id: str
@@ -100,7 +107,9 @@ class Proxy:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
         acting.require_scope(scope[PRINCIPAL_KEY], route.read_only)
-        if self.admit is not None:
+        if self.admit_now is not None:
+            self.admit_now(scope, route)
+        elif self.admit is not None:
             await self.admit(scope, route)
         with self.parsing.held(scope):
             # What is read of the body is dropped on leaving: only its bytes are forwarded.
@@ -109,6 +118,19 @@ class Proxy:
             user_id = await self.check(scope, route, body, target, params)
         if not body and scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
             body = None
+        slots = self.slots
+        if slots is None or not user_id:
+            await self.engine(scope, send, user_id, request_id, body, route, params, target)
+            return
+        slots.enter(user_id)  # held from the first engine call to the answer's last byte
+        try:
+            await self.engine(scope, send, user_id, request_id, body, route, params, target)
+        finally:
+            slots.leave(user_id)
+
+    async def engine(self, scope: Scope, send: Send, user_id: str, request_id: str, body: Body,
+                     route: EngineRoute, params: dict[str, str], target: Target) -> None:
+        """The checked request's engine calls: the owner probe, then the forward."""
         if route.owner_probe is not None:
             await self.probe_owner(route.owner_probe, params, scope, user_id, request_id)
         path = route.render(params)
