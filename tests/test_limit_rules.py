@@ -81,6 +81,9 @@ def test_the_owned_routes_classed_as_engine_calls_or_uploads_exist(flavor: str) 
     assert classes[("POST", "/memories/add")] == ENGINE_WRITE
     assert classes[("POST", "/memories/search")] == ENGINE_READ
     assert ("GET", "/resources") not in classes  # listing is the gateway's own: OWNED
+    signs = FLAVORS[flavor].signs_files
+    assert signs == (flavor in ("everos", "everos-cloud", "everos-cloud-v1"))
+    assert (classes.get(("POST", "/api/v2/object/sign")) == UPLOAD) is signs
 
 
 @pytest.mark.parametrize(("tokens", "elapsed", "left", "allowed"), [

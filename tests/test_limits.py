@@ -113,6 +113,25 @@ async def test_uploads_count_against_the_upload_class(
     assert len(listed.json()["items"]) == 1
 
 
+async def test_the_sdks_sign_requests_count_against_the_upload_class(
+    settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+) -> None:
+    """Signing opens upload forms posted without a key: the sign request is what is drawn."""
+    tuned = limited(settings, upload={"burst": 2})
+    body = {"objectList": [{"fileId": "f0", "fileName": "harbour.png", "fileType": "image"}]}
+    async with start_gateway(tuned) as app, client_for(app, make_key("alice")) as alice:
+        signs = [await alice.post("/api/v2/object/sign", json=body) for _ in range(2)]
+        upload = await alice.post("/resources", files={"file": ("n.txt", b"hi")})
+        other = await alice.post("/api/v1/object/sign", json=body)
+        owned = await alice.get("/agents")
+    assert [s.status_code for s in signs] == [200, 200]
+    assert all(s.json()["status"] == 0 for s in signs)
+    assert [s.headers["ratelimit-remaining"] for s in signs] == ["1", "0"]
+    assert upload.status_code == other.status_code == 429  # one bucket for both kinds
+    assert other.json()["error"]["code"] == "rate_limited"
+    assert owned.status_code == 200 and owned.headers["ratelimit-remaining"] == "2"
+
+
 async def test_one_credentials_flood_does_not_limit_another(
     settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
     make_key: Callable[[str], str],

@@ -2,7 +2,8 @@
 
 engine_read: engine routes that only read (safe methods, searches, the POSTs a table marks
 `reads`); engine_write: every other engine route (add, flush, delete, edit...); upload: a
-`/resources` upload; owned: the gateway's own application routes.
+`/resources` upload, and the SDKs' sign requests, each opening up to 50 single-use upload forms
+(`/uploads/{token}`, whose token is its credential); owned: the gateway's own application routes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OWN_ADD_PATH = "/memories/add"
 OWN_SEARCH_PATH = "/memories/search"
 UPLOAD_PATH = "/resources"
+# The SDKs' upload step (gateway/routes/uploads.py): its forms are posted without a key.
+SIGN_PATHS = ("/api/v2/object/sign", "/api/v1/object/sign")
 
 
 def engine_class(route: EngineRoute) -> str:
@@ -38,6 +41,8 @@ def owned_classes(flavor: Flavor) -> dict[tuple[str, str], str]:
         ("POST", OWN_SEARCH_PATH): ENGINE_READ,
         ("POST", UPLOAD_PATH): UPLOAD,
     }
+    if flavor.signs_files:
+        classes.update({("POST", path): UPLOAD for path in SIGN_PATHS})
     for native in flavor.native:
         # Matched as gateway/routes/memories.py registers them: without a trailing slash.
         classes[("POST", native.path.rstrip("/"))] = (

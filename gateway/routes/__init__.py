@@ -56,6 +56,6 @@ def all_routes(settings: Settings | None = None) -> list[BaseRoute]:
         *assets.routes, *chats.routes, *resolve.routes, *agents.routes, *conversations.routes,
         *agent_memories.routes, *context.routes, *facts.routes, *tool_calls.routes,
         *attachments.routes, *files.routes, *admin.routes,
-        *uploads.upload_routes(flavor.name),
+        *uploads.upload_routes(flavor),
         *user_data.routes,
     ]

@@ -18,15 +18,14 @@ from gateway.attachments.files import safe_name
 from gateway.attachments.objects import SignRefused
 from gateway.attachments.uploads import receive_upload
 from gateway.errors import NotFound, ValidationFailed
+from gateway.limits.classes import SIGN_PATHS
 from gateway.routes.common import api, body_bytes
 from gateway.services import request_id, services, user_id
 from gateway.store import objects as object_store
+from gateway.upstream.flavors import Flavor
 from gateway.upstream.json_body import strict_json
 
-SIGN_PATHS = ("/api/v2/object/sign", "/api/v1/object/sign")
 PUBLIC_PREFIXES = ("/uploads/",)
-# Flavours whose SDKs sign their files first: EverOS's own and EverOS Cloud's.
-SIGNING_FLAVORS = frozenset({"everos", "everos-cloud", "everos-cloud-v1"})
 
 
 @api(summary="Sign files for upload, in EverOS Cloud's shape (the SDKs' `upload` and "
@@ -95,8 +94,8 @@ async def upload(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def upload_routes(flavor_name: str) -> list[Route]:
+def upload_routes(flavor: Flavor) -> list[Route]:
     """The sign routes for flavours whose SDKs use them, and the upload form."""
     signing = [Route(path, sign, methods=["POST"]) for path in SIGN_PATHS] \
-        if flavor_name in SIGNING_FLAVORS else []
+        if flavor.signs_files else []
     return [*signing, Route("/uploads/{token}", upload, methods=["POST"])]

@@ -217,6 +217,9 @@ class Flavor:
     # delete, and an erasure lists the sessions that stay upstream), and that list them (export).
     erase_calls: OwnerCalls | None = None
     export_calls: OwnerCalls | None = None
+    # Its SDKs sign their files before an add (EverOS's and EverOS Cloud's): the gateway serves
+    # the sign routes and the upload forms (gateway/routes/uploads.py, SPEC §18).
+    signs_files: bool = False
 
     @cached_property
     def routes(self) -> RouteTable:

@@ -76,4 +76,5 @@ FLAVOR = Flavor(
     ),
     table=(*everos_v2_routes("v2"), *everos_v2_routes("v1"), HEALTH),
     reads_local_files=True,
+    signs_files=True,
 )

@@ -220,6 +220,7 @@ def _flavor(name: str, primary: Dialect) -> Flavor:
         ),
         table=CLOUD_TABLE,
         erase_calls=v2_erase_calls if primary is CLOUD_V2 else v1_erase_calls,
+        signs_files=True,
     )
 
 
