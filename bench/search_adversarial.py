@@ -14,7 +14,10 @@ Pages (each over one session's names):
   dots and segments (a hit at nearly every byte for an extension index);
 - long-text: the page of issue 23: one message holding a 200 KB text and 2,000 items with
   200-character names without an extension, each starting with 150 characters of the text's
-  repeated phrase (a substring search per name goes deep at every position).
+  repeated phrase (a substring search per name goes deep at every position);
+- prose: not adversarial, but what users write: 50 episodes of 700 common English words, one
+  in a hundred replaced by one of some 200 names as cameras, receipts and screenshots spell them
+  ("IMG_4821.jpg", "receipt-water.pdf", "Screenshot 2026-11-03 at 10.01.02.png").
 
 Also printed: the time to build each session's matchers, and the issue's page end to end.
 With `--http`, the issue's case through real processes: a gateway in front of a fast engine
@@ -123,6 +126,28 @@ def long_text_body(names: list[str], rng: random.Random) -> bytes:
         "unprocessed_messages": [message]}}).encode()
 
 
+PROSE_WORDS = (
+    "the a of and to in is you that it he was for on are as with his they I at be this have "
+    "from or one had by word but not what all were we when your can said there use an each "
+    "which she do how their if will up other about out many then them these so some her would "
+    "make like him into time has look two more write go see number no way could people my than "
+    "first water been call who oil its now find long down day did get come made may part"
+).split()
+
+
+def prose(rng: random.Random) -> tuple[bytes, list[str]]:
+    names = ([f"IMG_{rng.randint(1000, 9999)}.jpg" for _ in range(80)]
+             + [f"receipt-{word}.pdf" for word in rng.sample(PROSE_WORDS, 40)]
+             + [f"Screenshot 2026-11-{day:02d} at 10.{minute:02d}.02.png"
+                for day in range(1, 30) for minute in range(3)])
+    texts = []
+    for _ in range(50):
+        words = [rng.choice(names) if rng.random() < 0.01 else rng.choice(PROSE_WORDS)
+                 for _ in range(700)]
+        texts.append(" ".join(words).capitalize() + ".")
+    return episodes(texts), names
+
+
 def answer_with(path: str) -> Callable[[bytes, dict[str, SessionMatcher]], tuple[bytes, int]]:
     def scanner(body: bytes, matchers: dict[str, SessionMatcher]) -> tuple[bytes, int]:
         page = page_scan.scan(body, False)
@@ -148,7 +173,8 @@ def in_process(rounds: int, path: str) -> bool:
     long_names = long_text_names(rng)
     pages = {"ordinary": ordinary(), "no-extension": no_extension(rng),
              "many-dots": many_dots(rng),
-             "long-text": (long_text_body(long_names, rng), long_names)}
+             "long-text": (long_text_body(long_names, rng), long_names),
+             "prose": prose(rng)}
     answer = answer_with(path)
     prepared = {}
     print(f"search path: {path}")

@@ -136,6 +136,44 @@ def test_python_and_c_matchers_agree_with_the_naive_definition(
         assert _scanned_names(distinct, strings, ensure_ascii) == expected
 
 
+# The C matcher skips ordinary text sixteen bytes at a time to where a name's first two bytes
+# may be (eight buckets of first bytes, read through nibble tables): many distinct first bytes
+# share buckets and let through positions no name starts at; names sit at every offset of a
+# block, at a string's end, one byte long, upper-cased.
+wide = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .-_é"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet=wide, min_size=1, max_size=10), min_size=1, max_size=40),
+       st.data())
+def test_text_skipped_to_where_names_may_start_agrees_with_the_naive_definition(
+    names: list[str], data: st.DataObject
+) -> None:
+    piece = st.one_of(
+        st.builds(lambda name, upper: name.upper() if upper else name,
+                  st.sampled_from(names), st.booleans()),
+        st.text(alphabet=wide, max_size=40))
+    strings = ["".join(data.draw(st.lists(piece, max_size=8)))
+               for _ in range(data.draw(st.integers(1, 3)))]
+    walked = [*strings, "s1"]
+    expected = _naive(names, walked)
+    if page_scan.AVAILABLE:
+        distinct = sorted({n.lower() for n in names})
+        assert _scanned_names(distinct, strings, True) == expected
+
+
+def test_a_name_is_found_at_every_offset_of_the_skipped_blocks() -> None:
+    names = ["q", "zx", "report.pdf", "IMG_0001.JPG"]
+    filler = "the user shared some files and talked at length about them "
+    for name in names:
+        for offset in range(0, 40):
+            for tail in ("", "!", filler[:20]):
+                text = filler[:offset] + name + tail
+                found = _scanned_names(sorted(n.lower() for n in names), [text], True)
+                assert found is None or found == _naive(names, [text, "s1"]), (name, offset)
+                assert found is None or name.lower() in found
+
+
 def test_names_without_an_extension_long_and_nested_are_all_found() -> None:
     names = ["a" * k for k in range(1, 60)] + ["b" * 200, "ab" * 50, "a.b.c.d", "c.d", "d"]
     text = "x" + "a" * 70 + "y" + "ab" * 60 + "a.b.c.d"

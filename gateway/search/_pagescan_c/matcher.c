@@ -11,9 +11,21 @@
    the name puts these compares off, so it costs a step per byte as before. Reporting walks a
    state's chain of suffixes that end names and stops at the first name already found in the
    item (everything after it was found with it), so each name costs once per item. Items with
-   many bytes are matched without the GIL. */
+   many bytes are matched without the GIL.
+
+   At the root, where ordinary text spends most of its bytes, the next place a name may start
+   is looked for sixteen bytes at a time where the processor has SSSE3: a position qualifies
+   when its byte and the next may be the first two of a name (names in up to eight buckets by
+   first byte, each byte's bucket set read from two nibble tables, as Hyperscan's Teddy does).
+   A position it passes over cannot start a name: from the root, the automaton would go back to
+   it within two steps, reporting nothing. What it lets through the automaton reads as before. */
 
 #include "pagescan.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <tmmintrin.h>
+#define PAIR_SKIP 1
+#endif
 
 #define NO_STATE 0xFFFFFFFFu
 /* full rows for two cells per state, at least DENSE_CELLS and at most MAX_DENSE_CELLS (a few
@@ -95,6 +107,81 @@ static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) 
 #define RUN_MIN 8
 #define GAP_MAX 1024
 
+typedef struct {
+    const unsigned char *bytes;
+    Py_ssize_t len, index;
+} NameBytes;
+
+/* The pair filter's tables: each distinct first byte gets one of eight buckets, in turn; a
+   name sets its bucket's bit for its first byte (position 0) and its second (position 1, every
+   byte for a one-byte name, which ends at its first), in the low- and high-nibble tables, for
+   the byte as given and, when text is lower-cased on the way (`fold`), its ASCII upper case. */
+static void pair_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
+    memset(m->pair, 0, sizeof m->pair);
+    m->pairs = 0;
+#ifdef PAIR_SKIP
+    if (n == 0 || !__builtin_cpu_supports("ssse3")) return;
+    int bucket_of[256], buckets = 0;
+    for (int b = 0; b < 256; b++) bucket_of[b] = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const unsigned char *s = names[k].bytes;
+        if (bucket_of[s[0]] < 0) bucket_of[s[0]] = buckets++ % 8;
+        uint8_t bit = (uint8_t)(1u << bucket_of[s[0]]);
+        for (int fold = 0; fold < 2; fold++) {
+            for (int at = 0; at < 2; at++) {
+                if (at == 1 && names[k].len == 1) {
+                    for (int nib = 0; nib < 16; nib++)
+                        m->pair[fold][1][0][nib] |= bit, m->pair[fold][1][1][nib] |= bit;
+                    continue;
+                }
+                unsigned c = s[at], variants[2] = {c, c};
+                if (fold && c >= 'a' && c <= 'z') variants[1] = c - 'a' + 'A';
+                for (int v = 0; v < 2; v++) {
+                    m->pair[fold][at][0][variants[v] & 15] |= bit;
+                    m->pair[fold][at][1][variants[v] >> 4] |= bit;
+                }
+            }
+        }
+    }
+    m->pairs = 1;
+#else
+    (void)names;
+    (void)n;
+#endif
+}
+
+#ifdef PAIR_SKIP
+/* Whether a name may start with bytes x then y, by the pair filter's tables. */
+static inline int may_start(const uint8_t (*t)[2][16], unsigned x, unsigned y) {
+    return (t[0][0][x & 15] & t[0][1][x >> 4] & t[1][0][y & 15] & t[1][1][y >> 4]) != 0;
+}
+
+/* The first position from `i` where a name may start by the pair filter, or the first from
+   which fewer than 17 bytes are left (the caller's byte loop reads those). */
+__attribute__((target("ssse3")))
+static Py_ssize_t pair_skip(const uint8_t (*t)[2][16], const unsigned char *text, Py_ssize_t i,
+                            Py_ssize_t len) {
+    const __m128i lo0 = _mm_loadu_si128((const __m128i *)t[0][0]),
+                  hi0 = _mm_loadu_si128((const __m128i *)t[0][1]),
+                  lo1 = _mm_loadu_si128((const __m128i *)t[1][0]),
+                  hi1 = _mm_loadu_si128((const __m128i *)t[1][1]),
+                  nibble = _mm_set1_epi8(0x0f), zero = _mm_setzero_si128();
+    for (; i + 17 <= len; i += 16) {
+        __m128i x0 = _mm_loadu_si128((const __m128i *)(text + i)),
+                x1 = _mm_loadu_si128((const __m128i *)(text + i + 1));
+        __m128i at0 = _mm_and_si128(
+            _mm_shuffle_epi8(lo0, _mm_and_si128(x0, nibble)),
+            _mm_shuffle_epi8(hi0, _mm_and_si128(_mm_srli_epi16(x0, 4), nibble)));
+        __m128i at1 = _mm_and_si128(
+            _mm_shuffle_epi8(lo1, _mm_and_si128(x1, nibble)),
+            _mm_shuffle_epi8(hi1, _mm_and_si128(_mm_srli_epi16(x1, 4), nibble)));
+        int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(at0, at1), zero)) ^ 0xFFFF;
+        if (mask) return i + __builtin_ctz((unsigned)mask);
+    }
+    return i;
+}
+#endif
+
 /* The same once built: the states with rows are numbered first, so a state's row is found by
    its number. */
 static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
@@ -106,11 +193,6 @@ static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
         state = m->states[state].fail;
     }
 }
-
-typedef struct {
-    const unsigned char *bytes;
-    Py_ssize_t len, index;
-} NameBytes;
 
 static int by_bytes(const void *a, const void *b) {
     const NameBytes *x = a, *y = b;
@@ -308,6 +390,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             m->root_moves[fold][b] = c && (m->delta[c - 1] & STATE_BITS) != 0;
         }
     }
+    pair_tables(m, names, n);
     status = 0;
 done:
     PyMem_RawFree(parent);
@@ -453,6 +536,9 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     const uint32_t *delta = m->delta;
     const State *states = m->states;
     const uint8_t *runs = m->runs, *into = m->into;
+#ifdef PAIR_SKIP
+    const uint8_t (*pairs)[2][16] = m->pairs ? m->pair[fold] : NULL;
+#endif
     const uint32_t n_rows = m->n_rows, shift = m->row_shift;
     uint32_t state = 0;
     /* A run walk that stops short puts the next ones off by `gap` bytes, twice as many each
@@ -465,6 +551,17 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
         if (state < n_rows) {
             uint32_t next, c;
             if (state == 0) { /* the root stays put on every byte it has no edge for */
+#ifdef PAIR_SKIP
+                while (pairs) { /* to where a name may start: a few bytes one at a time (text
+                                   that comes back to names soon pays no vector set-up), then
+                                   sixteen at a time */
+                    Py_ssize_t few = i + 8 < len - 1 ? i + 8 : len - 1;
+                    while (i < few && !may_start(pairs, text[i], text[i + 1])) i++;
+                    if (i >= few && i + 17 <= len) i = pair_skip(pairs, text, i, len);
+                    if (i >= len - 1 || moves[text[i]] || (i >= few && i + 17 > len)) break;
+                    i++; /* a bucket's other first byte: no name starts here */
+                }
+#endif
                 while (i < len && !moves[text[i]]) i++;
                 if (i == len) break;
                 /* the root's row: this load waits on no other, so that the way back from the
