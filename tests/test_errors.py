@@ -19,7 +19,7 @@ async def test_every_error_class_renders_the_one_shape(
     async def boom(request: Request) -> None:
         raise cls("it went wrong", field="f")
 
-    app.routes.insert(0, Route("/agents/_boom", boom, methods=["GET"]))
+    app.add_route(Route("/agents/_boom", boom, methods=["GET"]))
     async with client_for(app, make_key("alice")) as client:
         response = await client.get("/agents/_boom")
     assert response.status_code == cls.status
@@ -33,7 +33,7 @@ async def test_unexpected_exception_is_500_in_the_shape(app: Gateway, make_key) 
     async def boom(request: Request) -> None:
         raise RuntimeError("secret detail")
 
-    app.routes.insert(0, Route("/agents/_crash", boom, methods=["GET"]))
+    app.add_route(Route("/agents/_crash", boom, methods=["GET"]))
     async with client_for(app, make_key("alice")) as client:
         response = await client.get("/agents/_crash")
     assert response.status_code == 500

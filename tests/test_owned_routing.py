@@ -1,0 +1,67 @@
+"""The owned routes are matched among those their path's first segment allows (gateway/app.py
+`route_groups`): always the route, and the method error, that trying them all would give."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from starlette.routing import BaseRoute, Match, Route
+
+from gateway.app import _first_segment, route_groups
+from gateway.config import Settings
+from gateway.routes import all_routes
+from gateway.upstream.flavors import FLAVORS
+
+
+def first_match(routes: tuple[BaseRoute, ...] | list[BaseRoute], scope: dict
+                ) -> tuple[BaseRoute | None, BaseRoute | None]:
+    """(the route matching fully, the first matching all but the method), as `_route` finds."""
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return route, partial
+        if match is Match.PARTIAL and partial is None:
+            partial = route
+    return None, partial
+
+
+def paths_for(routes: list[BaseRoute]) -> list[str]:
+    """Each route's path with its parameters filled in, and near misses."""
+    out = ["/", "/nothing", "/memories", "/api", "/api/v9/memory/add"]
+    for route in routes:
+        path = getattr(route, "path", "")
+        filled = re.sub(r"\{[^}]+\}", "x1", path)
+        out += [filled, filled + "/more", filled.rsplit("/", 1)[0] or "/"]
+    return out
+
+
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> None:
+    settings = Settings().with_values(upstream={"flavor": flavor,
+                                                "base_url": "http://engine.test"})
+    routes = all_routes(settings)
+    groups, any_start = route_groups(routes)
+    methods = sorted({m for r in routes if isinstance(r, Route) for m in r.methods or ()})
+    checked = 0
+    for path in paths_for(routes):
+        for method in methods:
+            for root in ("", "/gw"):
+                scope = {"type": "http", "method": method, "path": root + path,
+                         "root_path": root}
+                grouped = groups.get(_first_segment(scope), any_start)
+                assert first_match(grouped, scope) == first_match(routes, scope), (method, path)
+                checked += 1
+    assert checked > 1000
+
+
+def test_a_route_whose_first_segment_is_a_parameter_is_tried_for_every_path() -> None:
+    async def endpoint(request: object) -> None: ...
+
+    routes: list[BaseRoute] = [Route("/a/b", endpoint), Route("/{anything}/b", endpoint),
+                               Route("/c", endpoint)]
+    groups, any_start = route_groups(routes)
+    assert groups["a"] == tuple(routes[:2])
+    assert groups["c"] == tuple(routes[1:])
+    assert any_start == (routes[1],)
