@@ -2,9 +2,10 @@
 
 Sends one large body made of small JSON objects (default 59 MB) to a gateway process in front
 of the fast fake engine, on `/api/v2/memory/add` (the add path: identity walk, attachment
-check) and on a passed-through route (`/api/v2/memory/get`, whose filter tree is walked), each
-to a fresh gateway process. Prints the process's peak resident set before and after the request
-(the kernel's high-water mark, `VmHWM`) and the growth ÷ the body's size: the multiple.
+check), on a passed-through route (`/api/v2/memory/get`, whose filter tree is walked) and on the
+gateway's own `/memories/search` (the same filter tree) and `/memories/add`, each to a fresh
+gateway process. Prints the process's peak resident set before and after the request (the
+kernel's high-water mark, `VmHWM`) and the growth ÷ the body's size: the multiple.
 
     .venv/bin/python bench/body_memory.py [--mb 59]
 """
@@ -94,7 +95,9 @@ def main() -> int:
     limits = {"MEMORY_GATEWAY_LIMITS_MAX_BODY_BYTES": str(2 * size),
               "MEMORY_GATEWAY_LIMITS_MAX_PARSING_BYTES": str(2 * size)}
     add, get = "/api/v2/memory/add", "/api/v2/memory/get"
-    cases = [("add", add, add_body(size)), ("pass-through", get, get_body(size))]
+    cases = [("add", add, add_body(size)), ("pass-through", get, get_body(size)),
+             ("own search", "/memories/search", get_body(size)),
+             ("own add", "/memories/add", add_body(size))]
     if args.more:
         cases += [("long text", add, text_body(size)), ("refused add", add, refused_body(size)),
                   ("surrogate", add, surrogate_body(size)),

@@ -26,7 +26,7 @@ from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import EngineRoute, named_in_json
 
 NOW = 1_760_000_000_000
-LEAN = [everos.ADD, everos.FLUSH, everos.SEARCH, everos.GET]
+LEAN = [everos.ADD, everos.FLUSH, everos.SEARCH, everos.GET, everos.OWN_SEARCH]
 
 
 def _outcome(read: Any) -> tuple[Any, ...]:
@@ -136,6 +136,14 @@ CASES: list[tuple[str, RouteModel, Any]] = [
     ("search: both owners", everos.SEARCH, search(agent_id="bot")),
     ("search: NaN radius", everos.SEARCH, search(radius=float("nan"))),
     ("search: a big integer", everos.SEARCH, search(top_k=10**30)),
+    ("own search", everos.OWN_SEARCH, search({"session_id": "s1"})),
+    ("own search: no query, an agent", everos.OWN_SEARCH, {"agent_id": "bot"}),
+    ("own search: scope named", everos.OWN_SEARCH, search(app_id="a", project_id="p")),
+    ("own search: extras kept", everos.OWN_SEARCH, search(top_k=5, colour=[1])),
+    ("own search: query not a string", everos.OWN_SEARCH, search(query=5)),
+    ("own search: filters not an object", everos.OWN_SEARCH, search([{"session_id": "x"}])),
+    ("own search: refusals under OR", everos.OWN_SEARCH, search({"OR": [{"colour": 1}]})),
+    ("own search: nested past the engine's limit", everos.OWN_SEARCH, search(nested(300))),
 ]
 
 
@@ -266,6 +274,7 @@ def test_generated_adds_read_from_bytes_as_the_engines_model_reads_them(body: An
 @_PROPERTY
 @given(model_body=st.one_of(st.tuples(st.just(everos.GET), _GETS),
                             st.tuples(st.just(everos.SEARCH), _SEARCHES),
+                            st.tuples(st.just(everos.OWN_SEARCH), _SEARCHES),
                             st.tuples(st.just(everos.FLUSH), _FLUSHES)))
 def test_generated_reads_read_from_bytes_as_the_engines_model_reads_them(
         model_body: tuple[RouteModel, Any]) -> None:

@@ -439,13 +439,18 @@ class OwnSearchBody(BaseModel):
     filters: FilterNode | None = None
 
 
+@lean_of(OwnSearchBody)
+class LeanOwnSearchBody(OwnSearchBody):
+    filters: LeanFilters = None
+
+
 OWN_ADD = RouteModel(
     source="gateway/routes/memories.py", body=OwnAddBody,
     ids=(Id(SESSION, "session_id"), Id(USER, "user_id"), Id(AGENT, "agent_id"),
          Id(SENDERS, "messages")), senders=SENDER_OWNERS,
 )
 OWN_SEARCH = RouteModel(
-    source="gateway/routes/memories.py", body=OwnSearchBody,
+    source="gateway/routes/memories.py", body=OwnSearchBody, lean=LeanOwnSearchBody,
     ids=(Id(USER, "user_id"), Id(AGENT, "agent_id"), Id(FILTERS, "filters")),
     filters=filter_ids,
 )
