@@ -130,10 +130,7 @@ class Gateway:
         self.limiter = Limiter(settings, db)
         self._owned_classes = owned_classes(flavor)
         if self.limiter.enabled:
-            if self.limiter.local is not None:
-                self.services.proxy.admit_now = self.limiter.admit_engine_now
-            else:
-                self.services.proxy.admit = self.limiter.admit_engine
+            self.services.proxy.admit = self.limiter.admit_engine
         self.services.proxy.slots = self.limiter.slots
         self._lease_upkeep: asyncio.Task[None] | None = None
         self._usage_upkeep: asyncio.Task[None] | None = None

@@ -92,3 +92,27 @@ async def test_requests_arriving_together_share_one_draw(db: Database) -> None:
     grants = await asyncio.gather(*(buckets.take("k engine_read", policy) for _ in range(16)))
     assert all(g.allowed for g in grants)
     assert counting.statements == 1
+
+
+async def test_the_limiter_spends_a_lease_in_hand_without_waiting(db: Database) -> None:
+    """A lease's tokens are spent by `admit_now` itself: only a draw is a statement to await;
+    the headers say what the bucket holds, the lease's tokens counted."""
+    from gateway.config import Settings
+    from gateway.identity.principal import PRINCIPAL_KEY, Principal
+    from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter
+
+    counting = Counting(db)
+    settings = Settings().with_values(rate_limits={"requests_per_s": 40, "burst": 40})
+    limiter = Limiter(settings, db)
+    limiter.shared = SharedBuckets(counting)  # type: ignore[arg-type]
+    scope: dict[str, Any] = {PRINCIPAL_KEY: Principal("user", "key_1", "alice")}
+    waited, remaining = 0, []
+    for _ in range(lease_size(Policy(40, 40)) + 1):
+        waiting = limiter.admit_now(scope, "engine_read")
+        if waiting is not None:
+            waited += 1
+            await waiting
+        remaining.append(dict(scope[LIMIT_HEADERS_KEY])[b"ratelimit-remaining"])
+    assert waited == counting.statements == 2  # a lease of 10, then the next one
+    assert remaining[:10] == [b"%d" % n for n in range(39, 29, -1)]
+    assert 29 <= int(remaining[10]) <= 39  # the next lease's, after what refilled meanwhile

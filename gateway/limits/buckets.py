@@ -154,6 +154,16 @@ class SharedBuckets:
         # than each taking a lease of their own (which would empty the bucket at once)
         self._drawing: dict[str, asyncio.Future[None]] = {}
 
+    def in_hand(self, key: str, policy: Policy) -> float | None:
+        """A token from this process's lease, without waiting: the tokens the bucket is known
+        to hold after it; None when there is no lease in hand (`take` draws one)."""
+        lease = self._leases.get(key)
+        if lease is None or lease[0] <= 0 or self._clock() >= lease[1]:
+            return None
+        in_hand = lease[0] - 1
+        self._leases[key] = (in_hand, lease[1], lease[2])
+        return in_hand + lease[2]
+
     async def take(self, key: str, policy: Policy) -> Grant:
         while True:
             now = self._clock()

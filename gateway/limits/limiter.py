@@ -3,8 +3,8 @@ ticket, and the headers that say where it stands (RateLimit-*, Retry-After)."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, MutableMapping
+from typing import Any
 
 from gateway.config import RouteClassLimits, Settings
 from gateway.errors import RateLimited
@@ -17,10 +17,6 @@ from gateway.upstream.routes import EngineRoute
 
 # Scope key: the headers every response of this request carries (added in gateway/app.py).
 LIMIT_HEADERS_KEY = "gateway.limit_headers"
-
-
-class Buckets(Protocol):
-    async def take(self, key: str, policy: Policy) -> Grant: ...
 
 
 def class_policy(settings: Settings, route_class: str) -> Policy | None:
@@ -40,47 +36,51 @@ class Limiter:
             name: class_policy(settings, name) for name in ROUTE_CLASSES}
         self.enabled = any(self.policies.values())
         self.local = LocalBuckets() if db.dialect != "postgresql" else None
-        self.buckets: Buckets = self.local or SharedBuckets(db)
+        self.shared = SharedBuckets(db)  # drawn from when there are no local buckets
         per_user = settings.rate_limits.engine_concurrency_per_user
         self.slots = EngineSlots(per_user) if per_user > 0 else None
 
-    async def admit_engine(self, scope: MutableMapping[str, Any], route: EngineRoute) -> None:
+    def admit_engine(self, scope: MutableMapping[str, Any], route: EngineRoute
+                     ) -> Awaitable[None] | None:
         """The proxy's admission of an engine route: a read when the engine only reads by it,
-        else a write (gateway/limits/classes.py `engine_class`)."""
-        await self.admit(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
-
-    def admit_engine_now(self, scope: MutableMapping[str, Any], route: EngineRoute) -> None:
-        """`admit_engine` on this process's buckets (SQLite): nothing waits."""
-        self.admit_now(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
+        else a write (gateway/limits/classes.py `engine_class`). As `admit_now`."""
+        return self.admit_now(scope, ENGINE_READ if route.read_only else ENGINE_WRITE)
 
     async def admit(self, scope: MutableMapping[str, Any], route_class: str) -> None:
         """Draw one token for the request's credential, or 429 with Retry-After."""
-        if self.local is not None:
-            self.admit_now(scope, route_class)
-            return
+        waiting = self.admit_now(scope, route_class)
+        if waiting is not None:
+            await waiting
+
+    def admit_now(self, scope: MutableMapping[str, Any], route_class: str
+                  ) -> Awaitable[None] | None:
+        """`admit` without a coroutine where nothing waits: this process's buckets (SQLite), or
+        a shared bucket's lease in hand. Otherwise the draw to await (a statement on
+        PostgreSQL). It runs on every request, so it makes nothing but the headers."""
         policy = self.policies[route_class]
         principal: Principal | None = scope.get(PRINCIPAL_KEY)
         if policy is None or principal is None:
-            return
-        grant = await self.buckets.take(f"{principal.credential_id} {route_class}", policy)
+            return None
+        if self.local is not None:
+            tokens = self.local.tokens_after((principal.credential_id, route_class), policy)
+        else:
+            key = f"{principal.credential_id} {route_class}"
+            left = self.shared.in_hand(key, policy)
+            if left is None:
+                return self._draw(scope, route_class, policy, key)
+            tokens = left
+        if tokens >= 0.0:
+            scope[LIMIT_HEADERS_KEY] = standing(policy, tokens)
+            return None
+        scope[LIMIT_HEADERS_KEY] = Grant(False, policy, tokens + 1.0).headers()
+        raise _refused(policy, route_class)
+
+    async def _draw(self, scope: MutableMapping[str, Any], route_class: str, policy: Policy,
+                    key: str) -> None:
+        grant = await self.shared.take(key, policy)
         scope[LIMIT_HEADERS_KEY] = grant.headers()
         if not grant.allowed:
             raise _refused(policy, route_class)
-
-    def admit_now(self, scope: MutableMapping[str, Any], route_class: str) -> None:
-        """`admit` on this process's buckets, without a coroutine or a Grant: it runs on every
-        request, so it makes nothing but the headers."""
-        policy = self.policies[route_class]
-        principal: Principal | None = scope.get(PRINCIPAL_KEY)
-        if policy is None or principal is None:
-            return
-        assert self.local is not None
-        tokens = self.local.tokens_after((principal.credential_id, route_class), policy)
-        if tokens >= 0.0:
-            scope[LIMIT_HEADERS_KEY] = standing(policy, tokens)
-            return
-        scope[LIMIT_HEADERS_KEY] = Grant(False, policy, tokens + 1.0).headers()
-        raise _refused(policy, route_class)
 
 
 def _refused(policy: Policy, route_class: str) -> RateLimited:

@@ -34,9 +34,8 @@ from gateway.upstream.target import Target
 TARGET_KEY = "gateway.target"  # scope key: the request target as parsed once (app.py)
 Claim = Callable[[Named, str], Awaitable[None]]
 # Admission of a request to its route before its body is read (rate limits, gateway/limits/):
-# `AdmitNow` where nothing waits (this process's buckets), else `Admit`.
-Admit = Callable[[Scope, EngineRoute], Awaitable[None]]
-AdmitNow = Callable[[Scope, EngineRoute], None]
+# None once admitted, else what to await first (a draw from a shared bucket).
+Admit = Callable[[Scope, EngineRoute], Awaitable[None] | None]
 # (caller, the items of an answer, its bytes) -> the bytes answered (gateway/search/answers.py)
 FilterAnswer = Callable[[str, Callable[[Any], list[Any]], bytes], Awaitable[bytes]]
 
@@ -93,7 +92,6 @@ class Proxy:
         # Whether a user id was erased and may not come back (gateway/userdata/refusal.py).
         self.refused: Callable[[str], Awaitable[bool]] | None = None
         self.admit: Admit | None = None
-        self.admit_now: AdmitNow | None = None
         # Each user's engine calls at once (rate_limits.engine_concurrency_per_user): the
         # pass-through takes its slot itself, so its requests carry no ticket (app.py).
         self.slots: EngineSlots | None = None
@@ -107,10 +105,8 @@ class Proxy:
             raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
         route, params = found
         acting.require_scope(scope[PRINCIPAL_KEY], route.read_only)
-        if self.admit_now is not None:
-            self.admit_now(scope, route)
-        elif self.admit is not None:
-            await self.admit(scope, route)
+        if self.admit is not None and (waiting := self.admit(scope, route)) is not None:
+            await waiting
         with self.parsing.held(scope):
             # What is read of the body is dropped on leaving: only its bytes are forwarded.
             body: bytes | None = await read_body(scope, receive,
