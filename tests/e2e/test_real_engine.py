@@ -125,9 +125,11 @@ def test_add_with_images_then_flush_then_search_attaches_the_files(
     assert flushed.status_code == 200, flushed.text
     assert flushed.json()["data"] == {"status": "extracted"}
 
+    # The engine derives atomic facts from an episode once it is extracted (a strategy run on
+    # its `EpisodeExtracted` event), so an episode may be found before its facts are.
     answer = search_until(front.alice, "/api/v2/memory/search",
                           {"query": "summit hike", "user_id": "alice"},
-                          lambda a: episodes_of(a, session))
+                          lambda a: any(e.get("atomic_facts") for e in episodes_of(a, session)))
     [episode] = episodes_of(answer, session)
     assert episode["sender_ids"] == ["alice", guide]
     assert "[IMAGE: summit.png]" in episode["episode"]
