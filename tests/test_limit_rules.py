@@ -3,14 +3,12 @@ table, and the token-bucket arithmetic behind the RateLimit headers."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from starlette.routing import Route
 
 from gateway.config import Settings
 from gateway.limits import buckets as buckets_module
-from gateway.limits.buckets import Grant, LocalBuckets, Policy, draw
+from gateway.limits.buckets import Grant, LocalBuckets, Policy
 from gateway.limits.classes import (
     ENGINE_READ,
     ENGINE_WRITE,
@@ -94,11 +92,15 @@ def test_the_owned_routes_classed_as_engine_calls_or_uploads_exist(flavor: str) 
     (2.5, 10.0, 2.0, True),  # refilled up to the capacity, not beyond
     (1.0, -5.0, 0.0, True),  # a clock that stepped back refills nothing
 ])
-def test_draw_refills_at_the_rate_up_to_the_capacity(
+def test_a_draw_refills_at_the_rate_up_to_the_capacity(
     tokens: float, elapsed: float, left: float, allowed: bool
 ) -> None:
-    got, ok = draw(tokens, elapsed, Policy(rate=2.0, capacity=3))
-    assert ok is allowed and got == pytest.approx(left)
+    buckets = LocalBuckets(clock=lambda: 100.0 + elapsed)
+    buckets._buckets["k"] = [tokens, 100.0]
+    after = buckets.tokens_after("k", Policy(rate=2.0, capacity=3))
+    assert (after >= 0) is allowed  # below 0, by one, when refused
+    assert after + (0 if allowed else 1) == pytest.approx(left)
+    assert buckets._buckets["k"][0] == pytest.approx(left)  # a refusal takes nothing
 
 
 def test_grant_headers_count_whole_tokens_and_seconds() -> None:
@@ -117,7 +119,7 @@ def test_local_buckets_refill_by_their_clock() -> None:
     policy = Policy(rate=1.0, capacity=2)
 
     def take(key: str = "k") -> bool:
-        return asyncio.run(buckets.take(key, policy)).allowed
+        return buckets.tokens_after(key, policy) >= 0
 
     assert [take(), take(), take()] == [True, True, False]
     assert take("other")  # a bucket per key
@@ -146,10 +148,10 @@ def test_past_max_buckets_only_buckets_full_again_are_forgotten(
     buckets = LocalBuckets(clock=lambda: now[0])
     policy = Policy(rate=1.0, capacity=2)  # full again 2 s after a draw
     for key in ("a", "b"):
-        buckets.take_now(key, policy)
+        buckets.tokens_after(key, policy)
     now[0] = 5.0
-    buckets.take_now("c", policy)
-    buckets.take_now("c", policy)  # "c" is empty now
-    buckets.take_now("d", policy)  # the fourth: "a" and "b" (full again) are forgotten
+    buckets.tokens_after("c", policy)
+    buckets.tokens_after("c", policy)  # "c" is empty now
+    buckets.tokens_after("d", policy)  # the fourth: "a" and "b" (full again) are forgotten
     assert sorted(buckets._buckets) == ["c", "d"]
-    assert not buckets.take_now("c", policy).allowed  # what was kept still counts
+    assert buckets.tokens_after("c", policy) < 0  # what was kept still counts

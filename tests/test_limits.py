@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -182,19 +182,24 @@ async def test_unauthenticated_and_public_requests_draw_no_tokens(
     assert mine.headers["ratelimit-remaining"] == "2"
 
 
+def held_until(release: asyncio.Event, seen: list[str], note: Callable[[httpx.Request], str]
+               ) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
+    """An engine answer held until `release`, each request noted in `seen` first."""
+    async def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(note(request))
+        await release.wait()
+        return httpx.Response(200, json={"data": {"episodes": []}})
+    return answer
+
+
 async def test_engine_calls_beyond_the_users_cap_are_429_and_others_pass(
     settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
     make_key: Callable[[str], str],
 ) -> None:
     release = asyncio.Event()
     waiting: list[str] = []
-
-    async def slow_engine(request: httpx.Request) -> httpx.Response:
-        waiting.append(json.loads(request.content)["user_id"])
-        await release.wait()
-        return httpx.Response(200, json={"data": {"episodes": []}})
-
-    engine.post(GET).mock(side_effect=slow_engine)
+    engine.post(GET).mock(side_effect=held_until(
+        release, waiting, lambda request: json.loads(request.content)["user_id"]))
     capped = settings.with_values(rate_limits={"engine_concurrency_per_user": 2})
     async with start_gateway(capped) as app, \
             client_for(app, make_key("alice")) as alice, \
@@ -241,12 +246,7 @@ async def test_owned_and_passed_through_engine_calls_share_the_users_cap(
     """The pass-through takes its slot itself, an owned route through its ticket: one count."""
     release = asyncio.Event()
     calls: list[str] = []
-
-    async def slow(request: httpx.Request) -> httpx.Response:
-        calls.append(request.url.path)
-        await release.wait()
-        return httpx.Response(200, json={"data": {"episodes": []}})
-
+    slow = held_until(release, calls, lambda request: request.url.path)
     engine.post(GET).mock(side_effect=slow)
     engine.post("/api/v2/memory/search").mock(side_effect=slow)
     search = {"query": "trip", "user_id": "alice"}

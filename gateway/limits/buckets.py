@@ -68,14 +68,6 @@ def standing(policy: Policy, tokens: float) -> Headers:
             (b"ratelimit-reset", b"%d" % -((tokens - policy.capacity) // policy.rate)))
 
 
-def draw(tokens: float, elapsed_s: float, policy: Policy) -> tuple[float, bool]:
-    """(tokens left, allowed) for one request on a bucket holding `tokens` `elapsed_s` ago."""
-    tokens = min(float(policy.capacity), tokens + max(0.0, elapsed_s) * policy.rate)
-    if tokens >= 1.0:
-        return tokens - 1.0, True
-    return tokens, False
-
-
 # A process holds at most this many buckets in memory; past it, those idle long enough to be
 # full again are forgotten (a forgotten bucket starts full: the same thing).
 MAX_BUCKETS = 100_000
@@ -89,16 +81,6 @@ class LocalBuckets:
         # key -> [tokens, stamp], updated in place
         self._buckets: dict[Hashable, list[float]] = {}
 
-    async def take(self, key: Hashable, policy: Policy) -> Grant:
-        return self.take_now(key, policy)
-
-    def take_now(self, key: Hashable, policy: Policy) -> Grant:
-        """`take` without a coroutine: nothing here waits."""
-        tokens = self.tokens_after(key, policy)
-        if tokens < 0.0:
-            return Grant(False, policy, tokens + 1.0)
-        return Grant(True, policy, tokens)
-
     def tokens_after(self, key: Hashable, policy: Policy) -> float:
         """The tokens left once this request took one; below 0 (by one) when there was none to
         take, and then the bucket is left as it was. The limiter's hot path: no object made."""
@@ -108,7 +90,8 @@ class LocalBuckets:
             if len(self._buckets) >= MAX_BUCKETS:
                 self._forget_full(now, policy)
             bucket = self._buckets[key] = [float(policy.capacity), now]
-        # `draw`, inline: it runs on every request
+        # refilled at the rate since the last request, up to the capacity (a clock that stepped
+        # back refills nothing)
         tokens = bucket[0] + (now - bucket[1]) * policy.rate if now > bucket[1] else bucket[0]
         if tokens > policy.capacity:
             tokens = float(policy.capacity)
@@ -154,7 +137,7 @@ class SharedBuckets:
         # than each taking a lease of their own (which would empty the bucket at once)
         self._drawing: dict[str, asyncio.Future[None]] = {}
 
-    def in_hand(self, key: str, policy: Policy) -> float | None:
+    def in_hand(self, key: str) -> float | None:
         """A token from this process's lease, without waiting: the tokens the bucket is known
         to hold after it; None when there is no lease in hand (`take` draws one)."""
         lease = self._leases.get(key)
@@ -166,15 +149,11 @@ class SharedBuckets:
 
     async def take(self, key: str, policy: Policy) -> Grant:
         while True:
-            now = self._clock()
-            lease = self._leases.get(key)
-            if lease is not None and lease[0] > 0 and now < lease[1]:
-                in_hand = lease[0] - 1
-                self._leases[key] = (in_hand, lease[1], lease[2])
-                return Grant(True, policy, in_hand + lease[2])
+            if (left := self.in_hand(key)) is not None:
+                return Grant(True, policy, left)
             drawing = self._drawing.get(key)
             if drawing is None:
-                return await self._draw(key, policy, now)
+                return await self._draw(key, policy, self._clock())
             await drawing
 
     async def _draw(self, key: str, policy: Policy, now: float) -> Grant:

@@ -65,7 +65,7 @@ class Limiter:
             tokens = self.local.tokens_after((principal.credential_id, route_class), policy)
         else:
             key = f"{principal.credential_id} {route_class}"
-            left = self.shared.in_hand(key, policy)
+            left = self.shared.in_hand(key)
             if left is None:
                 return self._draw(scope, route_class, policy, key)
             tokens = left

@@ -75,8 +75,9 @@ def test_an_item_naming_a_loopback_page_is_refused_and_never_fetched(
 
 
 @pytest.mark.parametrize(("path", "body"), [
-    # the engine's parser keeps a repeated key's last value: so must the gateway's reader, on
-    # the route read from its bytes (get) and on the one parsed (search)
+    # the engine's parser keeps a repeated key's last value: so must the gateway's reader of
+    # the bytes (each of these routes is validated from them by a lean model), on the engine's
+    # own paths and on the gateway's `/memories/search`, whose bytes go to the engine unchanged
     ("/api/v2/memory/get",
      '{"user_id": "bob", "memory_type": "episode", "page_size": 5, "user_id": "alice"}'),
     ("/api/v2/memory/get",
@@ -87,7 +88,12 @@ def test_an_item_naming_a_loopback_page_is_refused_and_never_fetched(
     ("/api/v2/memory/search",
      '{"query": "harbour", "user_id": "bob", "filters": {"session_id": "s"},'
      ' "filters": {"session_id": "{session}"}}'),
-], ids=["get-top", "get-filter", "search-top", "search-filters"])
+    ("/memories/search", '{"query": "harbour", "user_id": "bob", "user_id": "alice"}'),
+    ("/memories/search",
+     '{"query": "harbour", "user_id": "bob",'
+     ' "filters": {"AND": [{"session_id": "s"}], "AND": [{"session_id": "{session}"}]}}'),
+], ids=["get-top", "get-filter", "search-top", "search-filters", "own-search-top",
+        "own-search-filters"])
 def test_a_repeated_key_naming_another_user_last_is_refused(
         clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine, path: str,
         body: str) -> None:
@@ -109,7 +115,8 @@ def test_a_repeated_key_naming_another_user_last_is_refused(
     ("/api/v2/memory/get",
      '{"user_id": "alice", "memory_type": "episode", "page_size": 5, "user_id": "bob"}'),
     ("/api/v2/memory/search", '{"query": "harbour", "user_id": "alice", "user_id": "bob"}'),
-], ids=["get", "search"])
+    ("/memories/search", '{"query": "harbour", "user_id": "alice", "user_id": "bob"}'),
+], ids=["get", "search", "own-search"])
 def test_a_repeated_key_naming_the_caller_last_is_the_callers_request(
         clients: tuple[httpx.Client, httpx.Client], path: str, body: str) -> None:
     """The other half: the gateway reads the last value too, so the same bodies with the
