@@ -861,3 +861,44 @@ def test_items_whose_content_is_derived_are_left_to_python(fields: dict[str, Any
     assert agree(body, True, set(), _matchers())  # the engine's own shape has no content
     with_text = ('{"data":{"profiles":[' + item[:-1] + ',"text":"see photo.png"}]}}').encode()
     assert agree(with_text, False, set(), _matchers())  # a text field of its own: no need
+
+
+@needs_scanner
+def test_strings_shorter_than_every_name_are_passed_over_but_no_longer_ones() -> None:
+    # The shortest name is 9 bytes: "photo.png" (exactly as long) matches, and so does an
+    # escaped spelling whose bytes are longer than the name it stands for.
+    answer, count = _answer(
+        '{"results":[{"session_id":"s1","a":"hoto.png","b":"photo.pn"},'
+        '{"session_id":"s1","c":"photo.png"},{"session_id":"s1","d":"ph\\u006fto.png"}]}'
+    )
+    assert (_names(answer), count) == ([[], ["photo.png"], ["photo.png"]], 2)
+
+
+@needs_scanner
+def test_a_lowered_string_longer_than_as_sent_is_matched() -> None:
+    # "İ" is two bytes; lower-cased it is "i̇", three: a three-byte name occurs in it.
+    name = "İ".lower()
+    assert len("İ".encode()) < len(name.encode())
+    answer, count = _answer('{"results":[{"session_id":"s1","t":"\\u0130"},'
+                            '{"session_id":"s1","t":"İ"}]}', matchers=_matchers("s1", name))
+    assert (_names(answer), count) == ([[name], [name]], 2)
+
+
+@needs_scanner
+def test_each_name_lists_its_own_attachments_once_per_item() -> None:
+    # Two files of one name, and one file under two names: each listed once, by name order.
+    rows = [
+        {"id": "att_1", "name": "a.png", "content_type": "image/png",
+         "internal_uri": "file:///one", "source": "memory_add_uri"},
+        {"id": "att_2", "name": "A.PNG", "content_type": "image/png",
+         "internal_uri": "file:///two", "source": "memory_add_uri"},
+        {"id": "att_3", "name": "b.png", "content_type": "image/png",
+         "internal_uri": "file:///one", "source": "memory_add_uri"},
+        {"id": "att_4", "name": "c.png", "content_type": "image/png",
+         "internal_uri": "file:///three", "source": "memory_add_uri"},
+    ]
+    answer, count = _answer(
+        '{"results":[{"session_id":"s1","t":"b.png and a.png"},{"session_id":"s1","t":"c.png"}]}',
+        matchers={"s1": _build(1, rows)})
+    uris = [[a["internal_uri"] for a in r["attachments"]] for r in answer["results"]]
+    assert (uris, count) == ([["file:///one", "file:///two"], ["file:///three"]], 3)

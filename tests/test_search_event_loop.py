@@ -21,7 +21,7 @@ import pytest
 import respx
 
 from gateway.config import Settings
-from gateway.routes import memories
+from gateway.routes import search as search_route
 from gateway.search import index
 from tests.attachment_helpers import answer_search, engine_ok, episodes
 
@@ -71,7 +71,7 @@ async def test_a_search_over_the_issue_page_lets_the_loop_run(
 
     monkeypatch.setattr(index, "_build", watched("build", index._build))
     for answer in ("scanned_answer", "python_answer"):
-        monkeypatch.setattr(memories, answer, watched("answer", getattr(memories, answer)))
+        monkeypatch.setattr(search_route, answer, watched("answer", getattr(search_route, answer)))
     search = asyncio.create_task(
         bob.post("/memories/search", json={"query": "trip", "user_id": "bob"}))
     while not search.done():

@@ -97,11 +97,16 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
-def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Response:
-    """An upstream answer passed back unchanged (hop-by-hop headers dropped, length recomputed)."""
-    response = Response(body, status_code=status)
+def relayed_headers(headers: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
+    """An upstream answer's headers as passed back: hop-by-hop ones dropped, length recomputed."""
     kept = [(k, v) for k, v in response_headers(headers) if k != b"content-length"]
-    response.raw_headers = [(b"content-length", str(len(body)).encode()), *kept]
+    return [(b"content-length", str(len(body)).encode()), *kept]
+
+
+def relayed(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Response:
+    """An upstream answer passed back unchanged, as a response."""
+    response = Response(body, status_code=status)
+    response.raw_headers = relayed_headers(headers, body)
     return response
 
 

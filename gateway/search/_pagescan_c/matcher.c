@@ -64,7 +64,10 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->into);
     PyMem_RawFree(self->runs);
     marks_free(&self->own);
-    Py_XDECREF(self->entries);
+    PyMem_RawFree(self->entry_first);
+    PyMem_RawFree(self->entry_uri);
+    PyMem_RawFree(self->entry_json);
+    PyMem_RawFree(self->json);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -412,7 +415,7 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "names and entries differ in length");
         return -1;
     }
-    if (self->states) {
+    if (self->states || self->entry_first) {
         PyErr_SetString(PyExc_RuntimeError, "a Matcher is initialised once");
         return -1;
     }
@@ -422,7 +425,28 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t max_uri = -1, n_live = 0;
+    Py_ssize_t max_uri = -1, n_live = 0, n_entries = 0, json_bytes = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *entry = PyList_GET_ITEM(entries, k);
+        if (!PyList_Check(entry)) continue; /* refused below */
+        n_entries += PyList_GET_SIZE(entry);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entry); j++) {
+            PyObject *pair = PyList_GET_ITEM(entry, j);
+            if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+                PyBytes_Check(PyTuple_GET_ITEM(pair, 1)))
+                json_bytes += PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        }
+    }
+    self->entry_first = PyMem_RawMalloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    self->entry_uri = PyMem_RawMalloc((size_t)(n_entries ? n_entries : 1) * sizeof(Py_ssize_t));
+    self->entry_json = PyMem_RawMalloc((size_t)(n_entries + 1) * sizeof(Py_ssize_t));
+    self->json = PyMem_RawMalloc((size_t)(json_bytes ? json_bytes : 1));
+    if (!self->entry_first || !self->entry_uri || !self->entry_json || !self->json) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    Py_ssize_t at_entry = 0, at_json = 0;
+    self->entry_json[0] = self->entry_first[0] = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *name = PyList_GET_ITEM(names, k);
         PyObject *entry = PyList_GET_ITEM(entries, k);
@@ -443,8 +467,19 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
                 goto error;
             }
             if (uri > max_uri) max_uri = uri;
+            PyObject *json = PyTuple_GET_ITEM(pair, 1);
+            Py_ssize_t size = PyBytes_GET_SIZE(json);
+            if (at_entry >= n_entries || at_json + size > json_bytes) {
+                PyErr_SetString(PyExc_RuntimeError, "entries changed while read");
+                goto error;
+            }
+            self->entry_uri[at_entry] = uri;
+            memcpy(self->json + at_json, PyBytes_AS_STRING(json), (size_t)size);
+            at_json += size;
+            self->entry_json[++at_entry] = at_json;
         }
         Py_ssize_t len;
+        self->entry_first[k + 1] = at_entry;
         const char *utf8 = PyUnicode_AsUTF8AndSize(name, &len);
         if (!utf8) goto error;
         /* an empty name, or one holding NUL (which never reaches a string), never matches */
@@ -455,8 +490,11 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
         n_live++;
         if (buf_put(&copy, utf8, len) < 0) goto error;
     }
-    for (Py_ssize_t k = 0; k < n_live; k++)
+    self->min_len = PY_SSIZE_T_MAX;
+    for (Py_ssize_t k = 0; k < n_live; k++) {
         live[k].bytes = (const unsigned char *)copy.data + (uintptr_t)live[k].bytes;
+        if (live[k].len < self->min_len) self->min_len = live[k].len;
+    }
     self->n_names = n;
     self->n_uris = max_uri + 1;
     if (marks_alloc(&self->own, n, self->n_uris) < 0) goto error;
@@ -478,7 +516,6 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
     }
     buf_free(&copy);
     PyMem_RawFree(live);
-    self->entries = Py_NewRef(entries);
     return 0;
 error:
     buf_free(&copy);
@@ -652,6 +689,12 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     }
     for (Py_ssize_t k = 0; k < n_strs; k++) {
         Span sp = page->strs[item->str_first + k];
+        texts[k] = NULL;
+        lens[k] = 0;
+        /* no name fits in fewer bytes than its own: an ASCII string is never longer than as
+           sent (an escape stands for fewer bytes); lower-casing may lengthen non-ASCII text,
+           so that is measured once lowered, below */
+        if (sp.end - sp.start < m->min_len && !(sp.flags & F_NONASCII)) continue;
         if (!(sp.flags & (F_ESC | F_NONASCII))) {
             texts[k] = page->s + sp.start;
             lens[k] = sp.end - sp.start;
@@ -677,21 +720,21 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     }
     PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t k = 0; k < n_strs; k++)
-        n_hits = find_names(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp, n_hits);
+        if (lens[k] >= m->min_len)
+            n_hits = find_names(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp,
+                                n_hits);
     if (released) PyEval_RestoreThread(released);
     if (PUT_LIT(out, "[") < 0) goto done;
     qsort(marks->hits, (size_t)n_hits, sizeof(Py_ssize_t), cmp_index);
     int first = 1;
     for (Py_ssize_t k = 0; k < n_hits; k++) {
-        PyObject *entry = PyList_GET_ITEM(m->entries, marks->hits[k]);
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entry); j++) {
-            PyObject *pair = PyList_GET_ITEM(entry, j);
-            Py_ssize_t uri = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+        Py_ssize_t name = marks->hits[k];
+        for (Py_ssize_t j = m->entry_first[name]; j < m->entry_first[name + 1]; j++) {
+            Py_ssize_t uri = m->entry_uri[j];
             if (marks->uris[uri] == stamp) continue;
             marks->uris[uri] = stamp;
-            PyObject *json = PyTuple_GET_ITEM(pair, 1);
             if ((!first && PUT_LIT(out, ",") < 0) ||
-                buf_put(out, PyBytes_AS_STRING(json), PyBytes_GET_SIZE(json)) < 0)
+                buf_put(out, m->json + m->entry_json[j], m->entry_json[j + 1] - m->entry_json[j]) < 0)
                 goto done;
             first = 0;
             (*count)++;

@@ -169,8 +169,12 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     Py_ssize_t n_names;
-    PyObject *entries; /* list of lists of (uri number, json bytes) */
+    /* the entries, flat (read per match without touching Python objects): name k's are
+       [entry_first[k], entry_first[k + 1]), each a uri number and a span of `json` */
+    Py_ssize_t *entry_first, *entry_uri, *entry_json; /* entry_json: n_entries + 1 offsets */
+    char *json;
     Py_ssize_t n_uris;
+    Py_ssize_t min_len;    /* the shortest name's bytes: shorter strings are not walked */
     uint8_t cls[256];      /* byte -> class (0: in no name) */
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
