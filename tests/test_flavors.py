@@ -76,3 +76,14 @@ def test_name_files_puts_a_line_before_each_file_in_every_content_shape() -> Non
     assert second["content"][0] == {"type": "text", "text": "Attached file: c.png"}
     assert line == {"type": "text", "text": "Attached file: d.pdf"} and part["type"] == "file"
     assert len(body["messages"][0]["content"]) == 3  # the caller's body is left as it was
+
+
+@pytest.mark.parametrize("name", sorted(FLAVORS))
+def test_a_dialect_that_sends_searches_as_they_came_makes_no_payload_of_any(name: str) -> None:
+    # `searches_as_sent` lets /memories/search skip making a mapping of the body: only true
+    # where the flavour's search_payload never rewrites one.
+    dialect = FLAVORS[name].dialect
+    bodies = [{}, {"query": "trip"}, {"query": "trip", "user_id": "alice", "top_k": 3},
+              {"filters": {"session_id": "s1"}, "method": "hybrid"}]
+    made = [dialect.search_payload(body, "alice") for body in bodies]
+    assert dialect.searches_as_sent == all(payload is None for payload in made), made

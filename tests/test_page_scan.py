@@ -902,3 +902,17 @@ def test_each_name_lists_its_own_attachments_once_per_item() -> None:
         matchers={"s1": _build(1, rows)})
     uris = [[a["internal_uri"] for a in r["attachments"]] for r in answer["results"]]
     assert (uris, count) == ([["file:///one", "file:///two"], ["file:///three"]], 3)
+
+
+@needs_scanner
+def test_a_session_named_again_plain_or_escaped_is_listed_once() -> None:
+    # Plain spellings that come again are the first one's string; an escaped spelling of the
+    # same id is still the same session.
+    body = (b'{"results":[{"session_id":"s1"},{"session_id":"s2"},{"session_id":"s1"},'
+            b'{"session_id":"\\u0073\\u0031"},{"session_id":"s2"},{"session_id":"s\\u0033"},'
+            b'{"session_id":"s3"}]}')
+    page = page_scan.scan(body, False)
+    assert page is not None
+    assert page.sessions == ["s1", "s2", "s3"]
+    assert [scope[0] for scope in page.scopes()] == ["s1", "s2", "s1", "s1", "s2", "s3", "s3"]
+    assert agree(body, False, set(), _matchers("s1", "photo.png"))

@@ -84,7 +84,8 @@ class SearchEndpoint:
         with svc.proxy.parsing.held(scope):
             raw = await read_body(scope, receive, svc.settings.limits.max_body_bytes)
             caller, read, _ = await checked_json(svc, scope, raw, self.entry)
-            outgoing = None if native else dialect.search_payload(read.whole(), caller)
+            outgoing = (None if native or dialect.searches_as_sent
+                        else dialect.search_payload(read.whole(), caller))
             answer = await forward(scope, svc, caller, self.path or svc.settings.upstream.
                                    search_path, raw, outgoing)
             status, _, body = answer

@@ -116,6 +116,8 @@ def nested_deeper(body: bytes, limit: int) -> bool:
     Escapes are removed first, so every quote left opens or closes a string; what is left of
     the brackets outside strings is then peeled one level per pass. Bytes-level operations
     only: a fraction of a second for tens of megabytes."""
+    if len(body) <= 2 * limit:  # deeper takes limit + 1 opening and closing brackets
+        return False
     text = body.replace(b"\\\\", b"").replace(b'\\"', b"")
     marks = text.translate(_BRACKETS, _NOT_MARKS).replace(b'""', b"")
     if b'"' in marks:  # strings holding brackets

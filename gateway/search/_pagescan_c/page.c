@@ -26,12 +26,12 @@ static const Span NO_SPAN = {0, 0, K_NONE, 0};
 /* gateway.search.items.FoundItem.field: the first key set and not null, at the top, then in metadata */
 static Span field(Item *item, const int *keys, int count) {
     for (int k = 0; k < count; k++) {
-        Span sp = item->head[keys[k]];
+        Span sp = head_span(item, keys[k]);
         if (sp.kind && sp.kind != K_NULL) return sp;
     }
     if (item->has_meta) {
         for (int k = 0; k < count; k++) {
-            Span sp = item->meta[keys[k]];
+            Span sp = meta_span(item, keys[k]);
             if (sp.kind && sp.kind != K_NULL) return sp;
         }
     }
@@ -44,13 +44,38 @@ static const int CREATED_KEYS[] = {H_CREATED_AT, H_TIMESTAMP};
 static const int CONTENT_KEYS[] = {H_EPISODE, H_SUMMARY, H_MEMORY, H_CONTENT, H_TEXT,
                                    H_DESCRIPTION};
 
-/* Fill an item's result fields as gateway/search/items.py computes them; -1 to bail. */
-static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
+/* The page's session ids by their bytes as sent, so an id that comes again (a page names a
+   few sessions many times) is the one string object: slots hold an item's index + 1 (0 =
+   empty), of items whose session id holds no escape. */
+typedef struct {
+    Py_ssize_t *slots;
+    size_t mask;
+} Sessions;
+
+static Py_ssize_t *session_slot(Sessions *t, const Item *items, const unsigned char *s,
+                                Span sp) {
+    Py_ssize_t len = sp.end - sp.start;
+    uint64_t h = name_hash(s + sp.start, len, 0);
+    for (size_t at = (size_t)(h >> 32 ^ h) & t->mask;; at = (at + 1) & t->mask) {
+        Py_ssize_t held = t->slots[at];
+        if (!held) return &t->slots[at];
+        Span other = items[held - 1].session;
+        if (other.end - other.start == len &&
+            memcmp(s + other.start, s + sp.start, (size_t)len) == 0)
+            return &t->slots[at];
+    }
+}
+
+/* Fill an item's result fields as gateway/search/items.py computes them; -1 to bail.
+   `*again`: its session id is one an earlier item of the page had, as sent. */
+static int resolve(Parser *p, Item *item, Py_ssize_t at, int native, Buf *scratch,
+                   Sessions *sessions, int *again) {
     const unsigned char *s = p->s;
+    *again = 0;
     int is_obj = item->raw.kind == K_OBJ;
     item->type = NO_SPAN;
     if (item->container >= C_RESULTS && is_obj) {
-        Span t = item->head[H_TYPE], mt = item->head[H_MEMORY_TYPE];
+        Span t = head_span(item, H_TYPE), mt = head_span(item, H_MEMORY_TYPE);
         if (t.kind == K_STR && t.end > t.start) item->type = t;
         else if (mt.kind == K_STR && mt.end > mt.start) item->type = mt;
     }
@@ -60,7 +85,7 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
         item->score = item->session = item->created_at = NO_SPAN;
         return 0;
     }
-    if (native && item->head[H_ATTACHMENTS].kind) return -1; /* replaced in place by Python */
+    if (native && head_span(item, H_ATTACHMENTS).kind) return -1; /* replaced in place by Python */
     item->id = field(item, ID_KEYS, 4);
     if (item->id.kind == K_NUM) {
         if (!(item->id.flags & F_INT)) return -1;
@@ -73,19 +98,19 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
     }
     item->content = NO_SPAN;
     for (int k = 0; k < 6; k++) {
-        if (item->head[CONTENT_KEYS[k]].kind == K_STR) {
-            item->content = item->head[CONTENT_KEYS[k]];
+        if (head_span(item, CONTENT_KEYS[k]).kind == K_STR) {
+            item->content = head_span(item, CONTENT_KEYS[k]);
             break;
         }
     }
     /* no text field, and what gateway.search.items.derived_content reads: left to Python */
     if (!native && !item->content.kind &&
-        (item->head[H_PROFILE_DATA].kind || item->head[H_TASK_INTENT].kind))
+        (head_span(item, H_PROFILE_DATA).kind || head_span(item, H_TASK_INTENT).kind))
         return -1;
     item->score = field(item, SCORE_KEYS, 2);
     item->created_at = field(item, CREATED_KEYS, 2);
     /* gateway.search.items._session_of */
-    Span sid = item->head[H_SESSION_ID];
+    Span sid = head_span(item, H_SESSION_ID);
     int truthy;
     switch (sid.kind) {
     case K_STR: truthy = sid.end > sid.start; break;
@@ -93,11 +118,21 @@ static int resolve(Parser *p, Item *item, int native, Buf *scratch) {
     case K_TRUE: truthy = 1; break;
     default: return -1; /* numbers and containers: truthiness left to Python */
     }
-    if (!truthy && item->has_meta) sid = item->meta[H_SESSION_ID];
+    if (!truthy && item->has_meta) sid = meta_span(item, H_SESSION_ID);
     item->session = (sid.kind == K_STR && sid.end > sid.start) ? sid : NO_SPAN;
     if (item->session.kind) {
+        Py_ssize_t *slot = NULL;
+        if (!(item->session.flags & F_ESC)) {
+            slot = session_slot(sessions, p->items, s, item->session);
+            if (*slot) {
+                item->session_id = Py_NewRef(p->items[*slot - 1].session_id);
+                *again = 1;
+                return 0;
+            }
+        }
         item->session_id = decode_str(s, item->session, scratch);
         if (!item->session_id) return -2;
+        if (slot) *slot = at + 1;
     }
     return 0;
 }
@@ -170,28 +205,45 @@ PyObject *scan(PyObject *module, PyObject *args) {
     }
     page->sessions = PyList_New(0);
     if (!page->sessions) goto fail_page;
-    PyObject *seen = PySet_New(NULL);
-    if (!seen) goto fail_page;
+    Sessions table = {NULL, 1};
+    while (table.mask + 1 < (size_t)total * 2) table.mask = table.mask << 1 | 1;
+    table.slots = PyMem_Calloc(table.mask + 1, sizeof(Py_ssize_t));
+    PyObject *seen = table.slots ? PySet_New(NULL) : NULL;
+    if (!seen) {
+        PyMem_Free(table.slots);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail_page;
+    }
+    p.items = page->items; /* read by `resolve` (the page's, not freed with the parser) */
     for (int k = 0; k < N_CONTAINERS; k++) {
         if (!c[k].used) continue;
         for (Py_ssize_t j = 0; j < c[k].count; j++) {
             Py_ssize_t at = c[k].first + j;
             Item *item = &page->items[at];
-            int r = resolve(&p, item, native, &p.scratch);
-            if (r == -2) { Py_DECREF(seen); goto fail_page; }
-            if (r < 0) { Py_DECREF(seen); goto bail_page; }
+            int again, r = resolve(&p, item, at, native, &p.scratch, &table, &again);
+            if (r < 0) {
+                Py_DECREF(seen);
+                PyMem_Free(table.slots);
+                p.items = NULL;
+                if (r == -2) goto fail_page;
+                goto bail_page;
+            }
             page->selected[page->n_selected++] = at;
-            if (item->session_id) {
+            if (item->session_id && !again) {
                 int had = PySet_Contains(seen, item->session_id);
                 if (had < 0 || (!had && (PySet_Add(seen, item->session_id) < 0 ||
                                          PyList_Append(page->sessions, item->session_id) < 0))) {
                     Py_DECREF(seen);
+                    PyMem_Free(table.slots);
+                    p.items = NULL;
                     goto fail_page;
                 }
             }
         }
     }
     Py_DECREF(seen);
+    PyMem_Free(table.slots);
+    p.items = NULL;
     parser_free(&p);
     return (PyObject *)page;
 
@@ -224,7 +276,7 @@ static PyObject *Page_scopes(Page *self, PyObject *unused) {
         PyObject *parts[3] = {NULL, NULL, NULL};
         parts[0] = item->session_id ? Py_NewRef(item->session_id) : Py_NewRef(Py_None);
         for (int j = 0; j < 2; j++) {
-            Span sp = item->raw.kind == K_OBJ ? item->head[j ? H_PROJECT_ID : H_APP_ID] : NO_SPAN;
+            Span sp = item->raw.kind == K_OBJ ? head_span(item, j ? H_PROJECT_ID : H_APP_ID) : NO_SPAN;
             parts[j + 1] = (sp.kind == K_STR && sp.end > sp.start)
                                ? decode_str(self->s, sp, &scratch) : Py_NewRef(Py_None);
         }

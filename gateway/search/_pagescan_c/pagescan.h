@@ -31,6 +31,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -104,14 +105,27 @@ typedef struct {
 typedef struct {
     Span raw;
     int container, members, has_meta;
-    Span head[N_HEAD];
-    Span meta[N_HEAD];
     Py_ssize_t str_first, str_count;
     /* resolved after the scan */
     Span id, type, content, score, session, created_at;
     int id_quoted; /* integer id: written inside quotes */
     PyObject *session_id; /* str or NULL */
+    /* the fields read, at the top and in `metadata`: head[k] is set when bit k of `heads` is
+       (`meta`, `metas`), else unwritten (read through `head_span` / `meta_span`) */
+    uint32_t heads, metas;
+    Span head[N_HEAD];
+    Span meta[N_HEAD];
 } Item;
+
+static inline Span head_span(const Item *item, int k) {
+    static const Span none = {0, 0, K_NONE, 0};
+    return item->heads >> k & 1 ? item->head[k] : none;
+}
+
+static inline Span meta_span(const Item *item, int k) {
+    static const Span none = {0, 0, K_NONE, 0};
+    return item->metas >> k & 1 ? item->meta[k] : none;
+}
 
 typedef struct {
     const unsigned char *s;

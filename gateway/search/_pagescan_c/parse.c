@@ -24,7 +24,7 @@ static Item *new_item(Parser *p) {
         p->cap_items = cap;
     }
     Item *item = &p->items[p->n_items++];
-    memset(item, 0, sizeof(Item));
+    memset(item, 0, offsetof(Item, head)); /* the spans are written as their fields are read */
     return item;
 }
 
@@ -179,7 +179,8 @@ static int parse_value(Parser *p, int collect, Span *out) {
 }
 
 /* An object whose members named in `wanted` are recorded in `spans`; any repeated key: bail. */
-static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, Item *item) {
+static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, int *members,
+                        Item *item) {
     Py_ssize_t first_key = p->n_keys;
     uint64_t seen = 0;
     uint32_t heads = 0;
@@ -200,7 +201,8 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
             /* the item's metadata: walked, and its own fields recorded */
             int inner;
             Py_ssize_t start = p->i;
-            if (parse_fields(p, item->meta, META_MASK, &inner, NULL) < 0) return -1;
+            if (parse_fields(p, item->meta, &item->metas, META_MASK, &inner, NULL) < 0)
+                return -1;
             value.start = start;
             value.end = p->i;
             value.kind = K_OBJ;
@@ -211,7 +213,10 @@ static int parse_fields(Parser *p, Span *spans, uint32_t wanted, int *members, I
             if (b64 < 0) return -1;
             if (parse_value(p, !b64, &value) < 0) return -1;
         }
-        if (known) spans[at] = value;
+        if (known) {
+            spans[at] = value;
+            *set |= 1u << at;
+        }
         count++;
         more = next_member(p, '}');
     }
@@ -231,7 +236,7 @@ static int parse_item(Parser *p, int container) {
         int members;
         Py_ssize_t start = p->i;
         /* items are only added between items, so `item` stays put while its fields parse */
-        if (parse_fields(p, item->head, ALL_HEAD, &members, item) < 0) return -1;
+        if (parse_fields(p, item->head, &item->heads, ALL_HEAD, &members, item) < 0) return -1;
         item->members = members;
         raw.start = start;
         raw.end = p->i;

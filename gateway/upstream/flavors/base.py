@@ -122,6 +122,9 @@ class Dialect(ABC):
     # through it, and the engine gets its own object key (SPEC §18); None = the engine reads
     # the gateway's file:// URI or a signed URL.
     sign_path: str | None = None
+    # `/memories/search` bodies go to the engine as they came (`search_payload` is None for
+    # every body), so the route never makes a whole mapping of one.
+    searches_as_sent = False
 
     # --- engine-native bodies ---------------------------------------------------------------
 
