@@ -87,3 +87,17 @@ def test_a_dialect_that_sends_searches_as_they_came_makes_no_payload_of_any(name
               {"filters": {"session_id": "s1"}, "method": "hybrid"}]
     made = [dialect.search_payload(body, "alice") for body in bodies]
     assert dialect.searches_as_sent == all(payload is None for payload in made), made
+
+
+@pytest.mark.parametrize("name", sorted(FLAVORS))
+def test_a_dialect_that_sends_adds_as_they_came_makes_no_payload_of_any(name: str) -> None:
+    # `adds_as_sent` lets /memories/add read only what its lean model keeps of the body.
+    dialect = FLAVORS[name].dialect
+    bodies = [
+        {"session_id": "s1", "messages": [{"role": "user", "sender_id": "alice",
+                                           "content": "hi"}]},
+        {"session_id": "s1", "messages": [{"role": "user", "sender_id": "alice", "content": [
+            {"type": "image", "uri": "https://example.com/a.png", "name": "a.png"}]}]},
+    ]
+    made = [dialect.add_payload(body, "alice", attachment_items(body)) for body in bodies]
+    assert dialect.adds_as_sent == all(payload is None for payload in made), made

@@ -90,7 +90,7 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         await svc.rules.claim(named.only(GROUP, CUBE), caller)
     if named_objects:
         payload, items = await _hand_objects(svc, dialect, read.whole(), items, named_objects)
-    elif read.lean and (not native or dialect.names_files):
+    elif read.lean and (dialect.names_files if native else not dialect.adds_as_sent):
         payload = read.whole()  # the flavour makes the engine's payload of it (`_outgoing`)
     session_id = scope.session_id
     if session_id is None:

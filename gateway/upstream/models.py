@@ -285,3 +285,18 @@ class ItemsOrText:
         label = f"list[{self.item.__name__}]"
         _ENGINE_FIRST[label] = "str"  # the engine's labels, so its errors read the same
         return core_schema.union_schema([(items, label), (text, "str")], mode="left_to_right")
+
+
+@dataclass(frozen=True)
+class KeptOfAny:
+    """`Annotated[Any, KeptOfAny(kept)]` accepts any value, as an untyped field does, keeping
+    `kept(item)` of each item of a list (read one at a time: the list never becomes its items'
+    Python objects all at once) and `kept(value)` of anything else."""
+
+    kept: Callable[[Any], Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> CoreSchema:
+        each = core_schema.no_info_after_validator_function(self.kept, core_schema.any_schema())
+        return core_schema.union_schema([(core_schema.list_schema(each), "list"), (each, "any")],
+                                        mode="left_to_right")

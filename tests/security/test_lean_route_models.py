@@ -18,15 +18,17 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from gateway.attachments.add_body import attachment_items
 from gateway.errors import GatewayError
 from gateway.identity.named import SESSION, USER, Named
 from gateway.upstream.flavors import everos_models as everos
+from gateway.upstream.flavors.base import everos_scope
 from gateway.upstream.json_body import json_object
 from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import EngineRoute, named_in_json
 
 NOW = 1_760_000_000_000
-LEAN = [everos.ADD, everos.FLUSH, everos.SEARCH, everos.GET, everos.OWN_SEARCH]
+LEAN = [everos.ADD, everos.FLUSH, everos.SEARCH, everos.GET, everos.OWN_SEARCH, everos.OWN_ADD]
 
 
 def _outcome(read: Any) -> tuple[Any, ...]:
@@ -144,6 +146,19 @@ CASES: list[tuple[str, RouteModel, Any]] = [
     ("own search: filters not an object", everos.OWN_SEARCH, search([{"session_id": "x"}])),
     ("own search: refusals under OR", everos.OWN_SEARCH, search({"OR": [{"colour": 1}]})),
     ("own search: nested past the engine's limit", everos.OWN_SEARCH, search(nested(300))),
+    ("own add", everos.OWN_ADD, add()),
+    ("own add: no session, a user and an agent", everos.OWN_ADD,
+     {"messages": [message()], "user_id": "alice", "agent_id": "bot"}),
+    ("own add: items, one with a file", everos.OWN_ADD, add(message(content=[TEXT, IMAGE]))),
+    ("own add: a message without a role", everos.OWN_ADD,
+     add({"type": "image", "uri": "https://e.x/a.png"}, message())),
+    ("own add: a role that is no string", everos.OWN_ADD, add(message(role=5))),
+    ("own add: a null sender", everos.OWN_ADD, add(message(sender_id=None))),
+    ("own add: message not an object", everos.OWN_ADD, add(5)),
+    ("own add: messages not a list", everos.OWN_ADD, {"session_id": "s", "messages": 5}),
+    ("own add: no messages key", everos.OWN_ADD, {"session_id": "s"}),
+    ("own add: a session that is no string", everos.OWN_ADD, add(session_id=5)),
+    ("own add: assistant sender", everos.OWN_ADD, add(message(role="assistant", sender_id="b"))),
 ]
 
 
@@ -269,6 +284,55 @@ def test_generated_adds_read_from_bytes_as_the_engines_model_reads_them(body: An
     raw = json.dumps(body).encode()
 
     assert gateway_reads(everos.ADD, raw) == engine_reads(everos.ADD, raw)
+
+
+_OWN_ITEMS = st.one_of(_ITEMS, st.fixed_dictionaries(
+    {"type": st.sampled_from(["image_url", "file", "text"])},
+    optional={"image_url": st.one_of(_JSON, st.just({"url": "https://e.x/b.png"})),
+              "file": st.one_of(_JSON, st.just({"file_data": "eA==", "filename": "f.pdf"})),
+              "text": _TEXTS}))
+_OWN_MESSAGES = _spoiled(st.fixed_dictionaries(
+    {}, optional={"role": st.sampled_from(["user", "assistant", None]),
+                  "sender_id": st.sampled_from(["alice", "bot"]), "type": _TEXTS,
+                  "uri": st.just("https://e.x/c.png"), "base64": st.just("eA=="),
+                  "content": st.one_of(_TEXTS, _OWN_ITEMS, st.lists(_OWN_ITEMS, max_size=4),
+                                       _JSON)}))
+_OWN_ADDS = _spoiled(st.fixed_dictionaries(
+    {"messages": st.lists(_OWN_MESSAGES, max_size=3)},
+    optional={"session_id": st.sampled_from(["s1", "s2"]), "app_id": _TEXTS,
+              "user_id": st.sampled_from(["alice", "bob"]), "agent_id": st.just("bot")}))
+
+
+@_PROPERTY
+@given(body=_OWN_ADDS)
+def test_generated_own_adds_read_from_bytes_as_the_gateways_model_reads_them(body: Any) -> None:
+    # The lean twin of /memories/add's model also keeps what the add reads past the ids: the
+    # body's scope and every attachment, found where the parsed body has them.
+    raw = json.dumps(body).encode()
+
+    assert gateway_reads(everos.OWN_ADD, raw) == engine_reads(everos.OWN_ADD, raw)
+    route = EngineRoute("POST", "/route", model=everos.OWN_ADD)
+    try:
+        _, read = named_in_json(route, raw, {}, {})
+    except GatewayError:
+        return
+    assert read is not None
+    assert attachment_items(read.fields) == attachment_items(body)
+    assert everos_scope(read.fields) == everos_scope(body)
+
+
+def test_an_own_add_keeps_of_its_content_only_the_items_with_files() -> None:
+    route = EngineRoute("POST", "/route", model=everos.OWN_ADD)
+    raw = json.dumps(add(message(content=[TEXT] * 500 + [IMAGE, 7]),
+                         message(content="words"))).encode()
+
+    _, read = named_in_json(route, raw, {}, {})
+
+    assert read is not None and read.lean
+    first, second = read.fields["messages"]
+    assert first["content"] == [None] * 500 + [IMAGE, None]
+    assert second["content"] is None and second["sender_id"] == "alice"
+    assert read.whole() == json.loads(raw)
 
 
 @_PROPERTY

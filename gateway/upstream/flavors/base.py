@@ -125,6 +125,8 @@ class Dialect(ABC):
     # `/memories/search` bodies go to the engine as they came (`search_payload` is None for
     # every body), so the route never makes a whole mapping of one.
     searches_as_sent = False
+    # The same for `/memories/add` (`add_payload` is None for every body and its files).
+    adds_as_sent = False
 
     # --- engine-native bodies ---------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class EverosV2(Dialect):
     name = "everos-v2"
     page_scan = True
     searches_as_sent = True
+    adds_as_sent = True
 
     def add_payload(self, body: Mapping[str, Any], caller: str,
                     items: list[AttachmentItem]) -> dict[str, Any] | None:

@@ -51,6 +51,7 @@ class CloudV2(EverosV2):
 
     name = "everos-cloud-v2"
     names_files = True
+    adds_as_sent = False  # files are named in the text (`add_payload`)
     sign_path = "/api/v2/object/sign"
 
     def add_payload(self, body: Mapping[str, Any], caller: str,

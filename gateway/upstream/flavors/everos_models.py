@@ -35,7 +35,15 @@ from pydantic import (
 
 from gateway.errors import ValidationFailed
 from gateway.identity.named import AGENT, FILTERS, SESSION, USER
-from gateway.upstream.models import QUERY, SENDERS, Id, ItemsOrText, RouteModel, lean_of
+from gateway.upstream.models import (
+    QUERY,
+    SENDERS,
+    Id,
+    ItemsOrText,
+    KeptOfAny,
+    RouteModel,
+    lean_of,
+)
 
 SOURCE_MEMORIZE = "everos/entrypoints/api/routes/memorize.py"
 SOURCE_SEARCH = "everos/memory/search/dto.py, everos/memory/search/filters.py"
@@ -428,6 +436,43 @@ class OwnAddBody(BaseModel):
     messages: list[OwnMessage]
 
 
+# What gateway/attachments/add_body.py `attachment_items` reads of a content item or of a
+# message that is itself one: its file, in whichever of the engines' shapes it comes.
+_OWN_FILE_KEYS = ("type", "uri", "base64", "name", "ext", "image_url", "file")
+
+
+def _own_file_item(item: Any) -> dict[str, Any] | None:
+    """A content item as `attachment_items` reads it: an object's file keys, else nothing (an
+    object naming no file gives no attachment, as nothing does)."""
+    if not isinstance(item, dict):
+        return None
+    kept = {key: item[key] for key in _OWN_FILE_KEYS if key in item}
+    return kept if ("uri" in kept or "base64" in kept or "image_url" in kept
+                    or "file" in kept) else None
+
+
+@lean_of(OwnMessage)
+class LeanOwnMessage(OwnMessage):
+    content: Annotated[Any, KeptOfAny(_own_file_item)] = None
+
+
+def _own_message_read(message: LeanOwnMessage) -> dict[str, Any]:
+    """What the gateway reads of a message of its own add: its role and sender where given
+    (a message without a role may be an item itself), its other keys, and its files."""
+    given = message.model_fields_set
+    read = dict(message.__pydantic_extra__ or {})
+    for key in ("role", "sender_id", "content"):
+        if key in given:
+            read[key] = getattr(message, key)
+    return read
+
+
+@lean_of(OwnAddBody)
+class LeanOwnAddBody(OwnAddBody):
+    messages: list[Annotated[LeanOwnMessage,  # type: ignore[assignment]
+                             AfterValidator(_own_message_read)]]
+
+
 class OwnSearchBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -445,12 +490,12 @@ class LeanOwnSearchBody(OwnSearchBody):
 
 
 OWN_ADD = RouteModel(
-    source="gateway/routes/memories.py", body=OwnAddBody,
+    source="gateway/routes/memories.py", body=OwnAddBody, lean=LeanOwnAddBody,
     ids=(Id(SESSION, "session_id"), Id(USER, "user_id"), Id(AGENT, "agent_id"),
          Id(SENDERS, "messages")), senders=SENDER_OWNERS,
 )
 OWN_SEARCH = RouteModel(
-    source="gateway/routes/memories.py", body=OwnSearchBody, lean=LeanOwnSearchBody,
+    source="gateway/routes/search.py", body=OwnSearchBody, lean=LeanOwnSearchBody,
     ids=(Id(USER, "user_id"), Id(AGENT, "agent_id"), Id(FILTERS, "filters")),
     filters=filter_ids,
 )
