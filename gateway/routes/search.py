@@ -86,8 +86,8 @@ class SearchEndpoint:
             caller, read, _ = await checked_json(svc, scope, raw, self.entry)
             outgoing = (None if native or dialect.searches_as_sent
                         else dialect.search_payload(read.whole(), caller))
-            answer = await forward(scope, svc, caller, self.path or svc.settings.upstream.
-                                   search_path, raw, outgoing)
+            path = self.path or svc.settings.upstream.search_path
+            answer = await forward(scope, svc, caller, path, raw, outgoing)
             status, _, body = answer
             if not 200 <= status < 300:
                 await send_relayed(send, answer)
