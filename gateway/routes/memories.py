@@ -13,7 +13,6 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -51,16 +50,6 @@ SOURCE_OBJECT = "memory_add_object"
 # The gateway's own add and search, under the same identity policy as every engine route.
 OWN_ADD = EngineRoute("POST", ADD_PATH, claims=True, handled=HANDLED_ADD, model=models.OWN_ADD)
 OWN_SEARCH = EngineRoute("POST", SEARCH_PATH, handled=HANDLED_SEARCH, model=models.OWN_SEARCH)
-
-
-class AddRequest(BaseModel):
-    """An EverOS add body; fields beyond these pass through to the engine unchanged."""
-
-    model_config = ConfigDict(extra="allow")
-    session_id: str | None = None
-    app_id: str = "default"
-    project_id: str = "default"
-    messages: list[dict[str, Any]]
 
 
 async def _add(request: Request, dialect: Dialect, native: bool, path: str | None,
@@ -222,7 +211,7 @@ def memory_routes(flavor: Flavor) -> list[Route]:
     """`/memories/add|search`, then the flavour's engine-native add and search paths."""
     dialect = flavor.dialect
 
-    @api(summary="Add memories; records the attachments of the session", request=AddRequest,
+    @api(summary="Add memories; records the attachments of the session", request=models.OwnAddBody,
          errors=(403, 502, 503, 504), tag="memories")
     async def add(request: Request) -> Response:
         # The body is parsed and held until the answer (the parsing budget, SPEC §13).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
 from gateway import jsonio
@@ -30,15 +30,8 @@ from gateway.search.answers import (
 )
 from gateway.services import Services
 from gateway.upstream.flavors import Dialect
+from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.routes import EngineRoute
-
-
-class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    query: str | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    filters: dict[str, Any] | None = None
 
 
 # These document the answer the search path writes straight to bytes (gateway/search/items.py's
@@ -132,6 +125,6 @@ def search_endpoint(dialect: Dialect, native: bool, path: str | None,
     if native:
         doc = ApiDoc(summary=summary, errors=(403, 502, 503, 504), tag="memories")
     else:
-        doc = ApiDoc(summary=summary, request=SearchRequest, response=SearchResponse,
+        doc = ApiDoc(summary=summary, request=models.OwnSearchBody, response=SearchResponse,
                      errors=(403, 502, 503, 504), tag="memories")
     return SearchEndpoint(dialect, native, path, entry, doc)

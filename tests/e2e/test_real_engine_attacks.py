@@ -7,6 +7,7 @@ Both are expected to fail until the route models check assistant senders and fet
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,40 @@ def test_a_repeated_key_naming_the_caller_last_is_the_callers_request(
     _, bob = clients
     answer = bob.post(path, content=body, headers={"Content-Type": "application/json"})
     assert answer.status_code == 200, answer.text
+
+
+def test_an_own_add_repeating_its_session_naming_another_users_last_is_refused(
+        clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine) -> None:
+    # `/memories/add` is read from its bytes by a lean model and forwarded as sent: the engine
+    # writes into the last `session_id`, so the gateway must check that one.
+    alice, bob = clients
+    session = new_session("own-add-repeated")
+    planted = alice.post("/memories/add", json={"session_id": session, "messages": [
+        message("user", "alice", "my harbour locker code is 7319", now_ms())]})
+    assert planted.status_code == 200, planted.text
+    before = _buffered(everos, "alice", session)
+    body = json.dumps({"session_id": new_session("bobs"), "messages": [
+        message("user", "bob", "bob was here", now_ms())]})
+    body = body.replace('"messages"', f'"session_id": "{session}", "messages"', 1)
+    answer = bob.post("/memories/add", content=body,
+                      headers={"Content-Type": "application/json"})
+    assert answer.status_code in (403, 404), answer.text
+    assert _buffered(everos, "alice", session) == before
+
+
+def test_an_own_add_repeating_an_items_uri_is_checked_by_its_last_one(
+        clients: tuple[httpx.Client, httpx.Client], everos: EverosEngine) -> None:
+    # The engine fetches the item's last `uri`: a public one first, a loopback page last.
+    alice, _ = clients
+    session = new_session("own-add-uri")
+    with loopback_page("<html><body>internal admin token 4711</body></html>") as page:
+        body = json.dumps({"session_id": session, "messages": [message("user", "alice", [
+            {"type": "html", "uri": "https://example.com/page.html"}], now_ms())]})
+        body = body.replace('"uri": "https://example.com/page.html"',
+                            f'"uri": "https://example.com/page.html", "uri": "{page.url}"', 1)
+        added = alice.post("/memories/add", content=body,
+                           headers={"Content-Type": "application/json"})
+        assert added.status_code == 422, added.text
+        assert added.json()["error"]["code"] == "uri_not_allowed"
+        assert page.requests == []
+    assert _buffered(everos, "alice", session) == []

@@ -48,18 +48,18 @@ static const int CONTENT_KEYS[] = {H_EPISODE, H_SUMMARY, H_MEMORY, H_CONTENT, H_
    few sessions many times) is the one string object: slots hold an item's index + 1 (0 =
    empty), of items whose session id holds no escape. */
 typedef struct {
+    const Item *items; /* the page's */
     Py_ssize_t *slots;
     size_t mask;
 } Sessions;
 
-static Py_ssize_t *session_slot(Sessions *t, const Item *items, const unsigned char *s,
-                                Span sp) {
+static Py_ssize_t *session_slot(Sessions *t, const unsigned char *s, Span sp) {
     Py_ssize_t len = sp.end - sp.start;
     uint64_t h = name_hash(s + sp.start, len, 0);
     for (size_t at = (size_t)(h >> 32 ^ h) & t->mask;; at = (at + 1) & t->mask) {
         Py_ssize_t held = t->slots[at];
         if (!held) return &t->slots[at];
-        Span other = items[held - 1].session;
+        Span other = t->items[held - 1].session;
         if (other.end - other.start == len &&
             memcmp(s + other.start, s + sp.start, (size_t)len) == 0)
             return &t->slots[at];
@@ -123,9 +123,9 @@ static int resolve(Parser *p, Item *item, Py_ssize_t at, int native, Buf *scratc
     if (item->session.kind) {
         Py_ssize_t *slot = NULL;
         if (!(item->session.flags & F_ESC)) {
-            slot = session_slot(sessions, p->items, s, item->session);
+            slot = session_slot(sessions, s, item->session);
             if (*slot) {
-                item->session_id = Py_NewRef(p->items[*slot - 1].session_id);
+                item->session_id = Py_NewRef(sessions->items[*slot - 1].session_id);
                 *again = 1;
                 return 0;
             }
@@ -205,7 +205,7 @@ PyObject *scan(PyObject *module, PyObject *args) {
     }
     page->sessions = PyList_New(0);
     if (!page->sessions) goto fail_page;
-    Sessions table = {NULL, 1};
+    Sessions table = {page->items, NULL, 1};
     while (table.mask + 1 < (size_t)total * 2) table.mask = table.mask << 1 | 1;
     table.slots = PyMem_Calloc(table.mask + 1, sizeof(Py_ssize_t));
     PyObject *seen = table.slots ? PySet_New(NULL) : NULL;
@@ -214,7 +214,6 @@ PyObject *scan(PyObject *module, PyObject *args) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto fail_page;
     }
-    p.items = page->items; /* read by `resolve` (the page's, not freed with the parser) */
     for (int k = 0; k < N_CONTAINERS; k++) {
         if (!c[k].used) continue;
         for (Py_ssize_t j = 0; j < c[k].count; j++) {
@@ -224,7 +223,6 @@ PyObject *scan(PyObject *module, PyObject *args) {
             if (r < 0) {
                 Py_DECREF(seen);
                 PyMem_Free(table.slots);
-                p.items = NULL;
                 if (r == -2) goto fail_page;
                 goto bail_page;
             }
@@ -235,7 +233,6 @@ PyObject *scan(PyObject *module, PyObject *args) {
                                          PyList_Append(page->sessions, item->session_id) < 0))) {
                     Py_DECREF(seen);
                     PyMem_Free(table.slots);
-                    p.items = NULL;
                     goto fail_page;
                 }
             }
@@ -243,7 +240,6 @@ PyObject *scan(PyObject *module, PyObject *args) {
     }
     Py_DECREF(seen);
     PyMem_Free(table.slots);
-    p.items = NULL;
     parser_free(&p);
     return (PyObject *)page;
 
