@@ -136,7 +136,7 @@ def test_python_and_c_matchers_agree_with_the_naive_definition(
         assert _scanned_names(distinct, strings, ensure_ascii) == expected
 
 
-# The C matcher skips ordinary text sixteen bytes at a time to where a name's first two bytes
+# The C matcher skips ordinary text sixteen bytes at a time to where a name's first three bytes
 # may be (eight buckets of first bytes, read through nibble tables): many distinct first bytes
 # share buckets and let through positions no name starts at; names sit at every offset of a
 # block, at a string's end, one byte long, upper-cased.
@@ -222,3 +222,16 @@ def test_a_name_is_found_after_text_that_keeps_leaving_it() -> None:
         expected = _naive([name, "b" * 9], [text, "s1"])
         assert name in expected
         assert _scanned_names([name, "b" * 9], [text], True) in (None, expected)
+
+
+def test_text_sharing_a_names_first_two_bytes_everywhere_is_skipped_yet_the_name_found() -> None:
+    # the lead filter reads three bytes: "se" followed by anything but "s" starts no name here,
+    # a name of two bytes starts wherever its two do, and one at a string's very end is found
+    names = ["session0-photo-007.png", "sx"]
+    for text in ("the user used several sets of seeds " * 40 + "session0-photo-007.png",
+                 "SESSION0-PHOTO-007.PNG " + "use " * 100,
+                 "se " * 200 + "sx",
+                 "ses" * 100 + "sx!"):
+        expected = _naive(names, [text, "s1"])
+        assert expected, text[:40]
+        assert _scanned_names(sorted(names), [text], True) in (None, expected)

@@ -15,17 +15,22 @@
 
    At the root, where ordinary text spends most of its bytes, the next place a name may start
    is looked for sixteen bytes at a time where the processor has SSSE3: a position qualifies
-   when its byte and the next may be the first two of a name (names in up to eight buckets by
-   first byte, each byte's bucket set read from two nibble tables, as Hyperscan's Teddy does).
-   A position it passes over cannot start a name: from the root, the automaton would go back to
-   it within two steps, reporting nothing. What it lets through the automaton reads as before. */
+   when its byte and the next two may be the first three of a name (names in up to eight
+   buckets by first byte, each byte's bucket set read from two nibble tables, as Hyperscan's
+   Teddy does). A position it passes over cannot start a name: from the root, the automaton
+   would go back to it within three steps, reporting nothing. What it lets through the
+   automaton reads as before. */
 
 #include "pagescan.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <tmmintrin.h>
-#define PAIR_SKIP 1
+#define LEAD_SKIP 1
 #endif
+/* the lead filter reads a position's byte and the next two; its blocks, 16 positions at a time,
+   need this many bytes from the first */
+#define LEAD_BYTES 3
+#define LEAD_BLOCK (16 + LEAD_BYTES - 1)
 
 #define NO_STATE 0xFFFFFFFFu
 /* full rows for two cells per state, at least DENSE_CELLS and at most MAX_DENSE_CELLS (a few
@@ -99,30 +104,40 @@ static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) 
 /* A row has a cell for each class from 1 on (a byte of class 0 goes to the root without one):
    the next state, with these bits set when that state ends a name or has a suffix that does,
    when it has a run, and when it is the root or has no row (the scan looks at nothing else on a
-   full row) */
+   full row). A next state with a row is given as its row's offset (its number << row_shift),
+   so a step from row to row is one load, its address the cell before it plus the class; the
+   root and states without rows by their number. */
 #define REPORTS 0x80000000u
 #define RUNS 0x40000000u
 #define LEAVES 0x20000000u
 #define FLAGS (REPORTS | RUNS | LEAVES)
 #define STATE_BITS 0x1FFFFFFFu
+/* The next state a cell names. */
+static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
+    return cell & LEAVES ? cell & STATE_BITS : (cell & STATE_BITS) >> shift;
+}
+
 /* the shortest run walked as one (shorter ones are stepped through), and the most bytes a walk
    is put off by */
 #define RUN_MIN 8
 #define GAP_MAX 1024
+
+
+
 
 typedef struct {
     const unsigned char *bytes;
     Py_ssize_t len, index;
 } NameBytes;
 
-/* The pair filter's tables: each distinct first byte gets one of eight buckets, in turn; a
-   name sets its bucket's bit for its first byte (position 0) and its second (position 1, every
-   byte for a one-byte name, which ends at its first), in the low- and high-nibble tables, for
+/* The lead filter's tables: each distinct first byte gets one of eight buckets, in turn; a
+   name sets its bucket's bit for each of its first three bytes (at positions 0, 1, 2; every
+   byte at the positions past a shorter name's end), in the low- and high-nibble tables, for
    the byte as given and, when text is lower-cased on the way (`fold`), its ASCII upper case. */
-static void pair_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
-    memset(m->pair, 0, sizeof m->pair);
-    m->pairs = 0;
-#ifdef PAIR_SKIP
+static void lead_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
+    memset(m->lead, 0, sizeof m->lead);
+    m->leads = 0;
+#ifdef LEAD_SKIP
     if (n == 0 || !__builtin_cpu_supports("ssse3")) return;
     int bucket_of[256], buckets = 0;
     for (int b = 0; b < 256; b++) bucket_of[b] = -1;
@@ -131,54 +146,61 @@ static void pair_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         if (bucket_of[s[0]] < 0) bucket_of[s[0]] = buckets++ % 8;
         uint8_t bit = (uint8_t)(1u << bucket_of[s[0]]);
         for (int fold = 0; fold < 2; fold++) {
-            for (int at = 0; at < 2; at++) {
-                if (at == 1 && names[k].len == 1) {
+            for (int at = 0; at < LEAD_BYTES; at++) {
+                if (at >= names[k].len) {
                     for (int nib = 0; nib < 16; nib++)
-                        m->pair[fold][1][0][nib] |= bit, m->pair[fold][1][1][nib] |= bit;
+                        m->lead[fold][at][0][nib] |= bit, m->lead[fold][at][1][nib] |= bit;
                     continue;
                 }
                 unsigned c = s[at], variants[2] = {c, c};
                 if (fold && c >= 'a' && c <= 'z') variants[1] = c - 'a' + 'A';
                 for (int v = 0; v < 2; v++) {
-                    m->pair[fold][at][0][variants[v] & 15] |= bit;
-                    m->pair[fold][at][1][variants[v] >> 4] |= bit;
+                    m->lead[fold][at][0][variants[v] & 15] |= bit;
+                    m->lead[fold][at][1][variants[v] >> 4] |= bit;
                 }
             }
         }
     }
-    m->pairs = 1;
+    m->leads = 1;
 #else
     (void)names;
     (void)n;
 #endif
 }
 
-#ifdef PAIR_SKIP
-/* Whether a name may start with bytes x then y, by the pair filter's tables. */
-static inline int may_start(const uint8_t (*t)[2][16], unsigned x, unsigned y) {
-    return (t[0][0][x & 15] & t[0][1][x >> 4] & t[1][0][y & 15] & t[1][1][y >> 4]) != 0;
+#ifdef LEAD_SKIP
+/* Whether a name may start with bytes x, y, z, by the lead filter's tables. */
+static inline int may_start(const uint8_t (*t)[2][16], unsigned x, unsigned y, unsigned z) {
+    return (t[0][0][x & 15] & t[0][1][x >> 4] & t[1][0][y & 15] & t[1][1][y >> 4] &
+            t[2][0][z & 15] & t[2][1][z >> 4]) != 0;
 }
 
-/* The first position from `i` where a name may start by the pair filter, or the first from
-   which fewer than 17 bytes are left (the caller's byte loop reads those). */
+/* The buckets byte by byte of the 16 at `at`, by one position's nibble tables. */
 __attribute__((target("ssse3")))
-static Py_ssize_t pair_skip(const uint8_t (*t)[2][16], const unsigned char *text, Py_ssize_t i,
+static inline __m128i buckets_at(const unsigned char *at, __m128i lo, __m128i hi) {
+    const __m128i nibble = _mm_set1_epi8(0x0f);
+    __m128i x = _mm_loadu_si128((const __m128i *)at);
+    return _mm_and_si128(_mm_shuffle_epi8(lo, _mm_and_si128(x, nibble)),
+                         _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi16(x, 4), nibble)));
+}
+
+/* The first position from `i` where a name may start by the lead filter, or the first from
+   which fewer than LEAD_BLOCK bytes are left (the caller's byte loop reads those). */
+__attribute__((target("ssse3")))
+static Py_ssize_t lead_skip(const uint8_t (*t)[2][16], const unsigned char *text, Py_ssize_t i,
                             Py_ssize_t len) {
     const __m128i lo0 = _mm_loadu_si128((const __m128i *)t[0][0]),
                   hi0 = _mm_loadu_si128((const __m128i *)t[0][1]),
                   lo1 = _mm_loadu_si128((const __m128i *)t[1][0]),
                   hi1 = _mm_loadu_si128((const __m128i *)t[1][1]),
-                  nibble = _mm_set1_epi8(0x0f), zero = _mm_setzero_si128();
-    for (; i + 17 <= len; i += 16) {
-        __m128i x0 = _mm_loadu_si128((const __m128i *)(text + i)),
-                x1 = _mm_loadu_si128((const __m128i *)(text + i + 1));
-        __m128i at0 = _mm_and_si128(
-            _mm_shuffle_epi8(lo0, _mm_and_si128(x0, nibble)),
-            _mm_shuffle_epi8(hi0, _mm_and_si128(_mm_srli_epi16(x0, 4), nibble)));
-        __m128i at1 = _mm_and_si128(
-            _mm_shuffle_epi8(lo1, _mm_and_si128(x1, nibble)),
-            _mm_shuffle_epi8(hi1, _mm_and_si128(_mm_srli_epi16(x1, 4), nibble)));
-        int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(at0, at1), zero)) ^ 0xFFFF;
+                  lo2 = _mm_loadu_si128((const __m128i *)t[2][0]),
+                  hi2 = _mm_loadu_si128((const __m128i *)t[2][1]),
+                  zero = _mm_setzero_si128();
+    for (; i + LEAD_BLOCK <= len; i += 16) {
+        __m128i all = _mm_and_si128(
+            _mm_and_si128(buckets_at(text + i, lo0, hi0), buckets_at(text + i + 1, lo1, hi1)),
+            buckets_at(text + i + 2, lo2, hi2));
+        int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(all, zero)) ^ 0xFFFF;
         if (mask) return i + __builtin_ctz((unsigned)mask);
     }
     return i;
@@ -190,7 +212,7 @@ static Py_ssize_t pair_skip(const uint8_t (*t)[2][16], const unsigned char *text
 static inline uint32_t step(const Matcher *m, uint32_t state, uint32_t c) {
     for (;;) {
         if (state < m->n_rows)
-            return m->delta[((size_t)state << m->row_shift) + c - 1] & STATE_BITS;
+            return cell_state(m->delta[((size_t)state << m->row_shift) + c - 1], m->row_shift);
         uint32_t next = edge(m, state, c);
         if (next != NO_STATE) return next;
         state = m->states[state].fail;
@@ -380,8 +402,9 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
     for (uint32_t k = 0; k < n_rows; k++) {
         for (uint32_t c = 1; c < n_cls; c++) {
             uint32_t *cell = &m->delta[((size_t)k << shift) + c - 1], next = renamed[*cell];
-            *cell = next | (states[next].report >= 0 ? REPORTS : 0) | (m->runs[next] ? RUNS : 0) |
-                    (next == 0 || next >= n_rows ? LEAVES : 0);
+            int leaves = next == 0 || next >= n_rows;
+            *cell = (leaves ? next : next << shift) | (states[next].report >= 0 ? REPORTS : 0) |
+                    (m->runs[next] ? RUNS : 0) | (leaves ? LEAVES : 0);
         }
     }
     PyMem_RawFree(m->states);
@@ -393,7 +416,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             m->root_moves[fold][b] = c && (m->delta[c - 1] & STATE_BITS) != 0;
         }
     }
-    pair_tables(m, names, n);
+    lead_tables(m, names, n);
     status = 0;
 done:
     PyMem_RawFree(parent);
@@ -573,8 +596,8 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     const uint32_t *delta = m->delta;
     const State *states = m->states;
     const uint8_t *runs = m->runs, *into = m->into;
-#ifdef PAIR_SKIP
-    const uint8_t (*pairs)[2][16] = m->pairs ? m->pair[fold] : NULL;
+#ifdef LEAD_SKIP
+    const uint8_t (*leads)[2][16] = m->leads ? m->lead[fold] : NULL;
 #endif
     const uint32_t n_rows = m->n_rows, shift = m->row_shift;
     uint32_t state = 0;
@@ -586,16 +609,16 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     for (;;) {
         int walk;
         if (state < n_rows) {
-            uint32_t next, c;
+            uint32_t next, c = 1;
             if (state == 0) { /* the root stays put on every byte it has no edge for */
-#ifdef PAIR_SKIP
-                while (pairs) { /* to where a name may start: a few bytes one at a time (text
+#ifdef LEAD_SKIP
+                while (leads) { /* to where a name may start: a few bytes one at a time (text
                                    that comes back to names soon pays no vector set-up), then
                                    sixteen at a time */
-                    Py_ssize_t few = i + 8 < len - 1 ? i + 8 : len - 1;
-                    while (i < few && !may_start(pairs, text[i], text[i + 1])) i++;
-                    if (i >= few && i + 17 <= len) i = pair_skip(pairs, text, i, len);
-                    if (i >= len - 1 || moves[text[i]] || (i >= few && i + 17 > len)) break;
+                    Py_ssize_t last = len - (LEAD_BYTES - 1), few = i + 8 < last ? i + 8 : last;
+                    while (i < few && !may_start(leads, text[i], text[i + 1], text[i + 2])) i++;
+                    if (i >= few && i + LEAD_BLOCK <= len) i = lead_skip(leads, text, i, len);
+                    if (i >= last || moves[text[i]] || (i >= few && i + LEAD_BLOCK > len)) break;
                     i++; /* a bucket's other first byte: no name starts here */
                 }
 #endif
@@ -604,20 +627,22 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
                 /* the root's row: this load waits on no other, so that the way back from the
                    last excursion and this one overlap */
                 next = delta[cls[text[i++]] - 1];
-                state = next & STATE_BITS;
             } else {
-                next = 0;
+                next = state << shift;
             }
-            /* full rows: one load a byte, until a cell says to look at its state; a byte of no
-               name goes back to the root without one */
-            while (!(next & look) && i < stop) {
-                if (!(c = cls[text[i++]])) {
-                    state = next = 0;
-                    break;
+            /* full rows: one load a byte (the cell is the next row's offset), until a cell says
+               to look at its state; a byte of no name goes back to the root without one. A run
+               while walks are put off is stepped through. */
+            for (;;) {
+                while (!(next & FLAGS) && i < stop) {
+                    if (!(c = cls[text[i++]])) break;
+                    next = (delta + (c - 1))[next];
                 }
-                next = delta[((size_t)state << shift) + c - 1];
-                state = next & STATE_BITS;
+                if (!c || (next & look) || i >= stop) break;
+                next &= ~RUNS;
             }
+            if (!c) next = 0;
+            state = cell_state(next, shift);
             if (state == 0 && !(next & RUNS)) continue; /* (the root reports nothing) */
             if (next & REPORTS) n_hits = report(states, state, marks, stamp, n_hits);
             walk = (next & RUNS) != 0;

@@ -192,10 +192,10 @@ typedef struct {
     uint8_t cls[256];      /* byte -> class (0: in no name) */
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
-    /* the pair filter (matcher.c `pair_skip`): [fold][byte of the pair][low, high nibble]
-       -> the buckets of the names whose first two bytes may be those; set when `pairs` */
-    uint8_t pair[2][2][2][16];
-    int pairs;
+    /* the lead filter (matcher.c `lead_skip`): [fold][position 0-2][low, high nibble] ->
+       the buckets of the names whose first three bytes may be those; set when `leads` */
+    uint8_t lead[2][3][2][16];
+    int leads;
     uint32_t n_cls, n_states;
     uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k << row_shift] */
     uint32_t row_shift;    /* a row's cells: the power of two from n_cls - 1 on */
