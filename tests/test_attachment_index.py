@@ -83,6 +83,27 @@ async def test_a_commit_by_another_process_is_seen_by_the_next_lookup(db: Databa
     assert await eventually(seen)
 
 
+async def test_sqlite_drops_every_lookup_when_the_change_log_was_pruned_past_it(
+    sqlite_db: SqliteDatabase,
+) -> None:
+    """The log keeps its last 4096 rows (migrations/0014): a process that last looked before
+    them cannot say which sessions changed, and reads again."""
+    await add(sqlite_db, "alice", "s1", "a.png")
+    index = AttachmentIndex(sqlite_db)
+    first = await index.lookup("alice", ["s1"])
+    before = sqlite_db.generation("sessions")
+    databases.execute(sqlite_db.path, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1"
+                      " FROM n WHERE i < 4200) INSERT INTO memory_sessions (app_id, project_id,"
+                      " session_id, user_id, created_at) SELECT 'default', 'default',"
+                      " 'bulk-' || i, 'writer', 0 FROM n")
+    assert sqlite_db.generation("sessions") == before + 4200
+    assert sqlite_db.changed_sessions(before) is None
+    again = await index.lookup("alice", ["s1"])
+    assert again is not first and names_in(again, "s1") == ["a.png"]
+    log_rows = databases.rows(sqlite_db.path, "SELECT COUNT(*) FROM session_changes")
+    assert log_rows[0][0] == 4096
+
+
 async def test_lookups_are_per_user_and_name_other_owners(db: Database) -> None:
     await add(db, "alice", "s1", "a.png")
     await add(db, "bob", "s2", "b.png")

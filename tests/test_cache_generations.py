@@ -224,3 +224,31 @@ async def test_a_session_deleted_directly_in_the_database_drops_the_kept_lookup(
     async def gone() -> bool:
         return (await index.lookup("alice", ["s1"]))[0] == frozenset()
     assert await eventually(gone)
+
+
+async def test_another_users_new_session_leaves_the_kept_lookup(
+    here: Database, there: Database, database_url: str
+) -> None:
+    """Which sessions moved is known (migrations/0014): a search keeps its lookup while other
+    users claim sessions, the common case under many users."""
+    await claim(here, "alice", "mine", "a.png")
+    await settled(here, there)
+    index = AttachmentIndex(here)
+    first = await index.lookup("alice", ["mine", "open"])
+    before = here.generation("sessions")
+    await claim(there, "bob", "elsewhere")
+    databases.execute(database_url, "INSERT INTO memory_sessions (app_id, project_id, session_id,"
+                      " user_id, created_at) VALUES ('default', 'default', 'direct', 'carol', 0)")
+
+    async def both_heard() -> bool:
+        return here.generation("sessions") != before and \
+            here.changed_sessions(before) == {"elsewhere", "direct"}
+    assert await eventually(both_heard)
+    assert await index.lookup("alice", ["mine", "open"]) is first  # not read again
+
+    await claim(there, "bob", "open")  # one of the page's sessions: dropped, and now foreign
+
+    async def foreign() -> bool:
+        found = await index.lookup("alice", ["mine", "open"])
+        return found[0] == frozenset({("default", "default", "open")})
+    assert await eventually(foreign)

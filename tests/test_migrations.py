@@ -112,3 +112,28 @@ def test_migrate_on_postgresql_applies_every_migration_once_and_hides_the_passwo
     assert all("s3cret" not in run.stdout + run.stderr for run in runs)
     recorded = databases.rows(url, "SELECT version FROM schema_migrations ORDER BY version")
     assert [row["version"] for row in recorded] == [m.version for m in migrations.available()]
+
+
+def test_the_session_change_log_numbers_on_from_the_sessions_generation(tmp_path: Path) -> None:
+    """0014 makes the "sessions" generation the log's last row: it goes on from the counter's
+    value, so no number a process kept names a different state."""
+    before = tmp_path / "before"
+    before.mkdir()
+    for migration in migrations.available():
+        if migration.version < 14:
+            (before / migration.path.name).write_text(migration.sql())
+    conn = connect_sync(str(tmp_path / "db.sqlite"))
+    migrations.apply_pending(conn, before)
+    for n in range(3):
+        conn.execute("INSERT INTO memory_sessions (app_id, project_id, session_id, user_id,"
+                     " created_at) VALUES ('default', 'default', ?, 'alice', 0)", (f"s{n}",))
+    generation = "SELECT value FROM cache_generations WHERE topic = 'sessions'"
+    assert conn.execute(generation).fetchone()[0] == 3
+    migrations.apply_pending(conn)
+    assert conn.execute(generation).fetchone()[0] == 3
+    conn.execute("UPDATE memory_sessions SET mappings_version = 2 WHERE session_id = 's1'")
+    conn.execute("DELETE FROM memory_sessions WHERE session_id = 's2'")
+    assert conn.execute(generation).fetchone()[0] == 5
+    assert [tuple(row) for row in conn.execute(
+        "SELECT seq, session_id FROM session_changes WHERE seq > 3 ORDER BY seq")] == [
+        (4, "s1"), (5, "s2")]

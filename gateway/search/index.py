@@ -1,8 +1,10 @@
 """Which of the caller's attachments occur in each search result (SPEC §9), with cached matchers.
 
 Per page: one query reads the owners and mapping versions of the sessions on it, and none when
-no session changed since the same sessions were looked up (the database's "sessions" generation,
-which moves on every commit of any process that claims a session or changes its mappings).
+none of those sessions changed since the same sessions were looked up (the database's
+"sessions" generation moves on every commit of any process that claims a session or changes
+its mappings, and the database says which sessions each move was about:
+gateway/store/session_changes.py).
 Filename matchers are built once per (user, session) and reused until the session's
 `mappings_version` (bumped by database triggers on every mapping change) moves; only then are
 that session's mappings read again. A session has a C matcher for the page scanner
@@ -105,6 +107,7 @@ def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
 # (scopes of the sessions owned by someone else, a matcher per own session)
 Lookup = tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]
+LookupKey = tuple[str, tuple[str, ...], bool]  # (user, the page's session ids, python)
 
 
 class AttachmentIndex:
@@ -112,10 +115,11 @@ class AttachmentIndex:
         self._db = db
         self._download_url = download_url
         self._cache: OrderedDict[tuple[str, str], SessionMatcher] = OrderedDict()
-        # Whole lookups, kept while the database's "sessions" generation stands still (no
-        # session claimed or changed by anyone since): a page of the same sessions then costs
-        # no query at all.
-        self._lookups: dict[tuple[str, tuple[str, ...], bool], Lookup] = {}
+        # Whole lookups, kept until one of their sessions is claimed or changed by anyone (the
+        # database says which sessions each move of its "sessions" generation was about; when
+        # it cannot, all are dropped): a page of the same sessions then costs no query at all.
+        self._lookups: dict[LookupKey, Lookup] = {}
+        self._lookups_of: dict[str, set[LookupKey]] = {}  # session id -> the lookups naming it
         self._lookups_version = -1
 
     async def lookup(self, user_id: str, session_ids: Sequence[str], python: bool = True
@@ -124,17 +128,32 @@ class AttachmentIndex:
         `python=False`: for the C page scanner, whose matchers are then all that is built."""
         version = self._db.generation("sessions")
         if version != self._lookups_version:
-            self._lookups.clear()
+            self._forget(self._db.changed_sessions(self._lookups_version))
             self._lookups_version = version
         key = (user_id, tuple(session_ids), python)
         found = self._lookups.get(key)
         if found is None:
             found = await self._lookup(user_id, session_ids, python)
             if len(self._lookups) >= CACHE_LOOKUPS:
-                self._lookups.clear()
+                self._forget(None)
             if self._db.generation("sessions") == version:  # nothing changed meanwhile
                 self._lookups[key] = found
+                for session_id in key[1]:
+                    self._lookups_of.setdefault(session_id, set()).add(key)
         return found
+
+    def _forget(self, changed: frozenset[str] | None) -> None:
+        """Drop the lookups naming any of these sessions (all of them: None)."""
+        if changed is None:
+            self._lookups.clear()
+            self._lookups_of.clear()
+            return
+        for session_id in changed:
+            for key in self._lookups_of.pop(session_id, ()):
+                if self._lookups.pop(key, None) is not None:
+                    for other in key[1]:
+                        if other != session_id and (keys := self._lookups_of.get(other)):
+                            keys.discard(key)
 
     async def _lookup(self, user_id: str, session_ids: Sequence[str], python: bool) -> Lookup:
         owners = await store.session_versions(self._db, session_ids)

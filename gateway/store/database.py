@@ -105,6 +105,12 @@ class Database(ABC):
         row of `topic` (one of TOPICS), so callers can keep answers until then. Never the same
         number for two different states of the topic."""
 
+    def changed_sessions(self, since: int) -> frozenset[str] | None:
+        """The session ids whose `memory_sessions` rows changed after generation `since` of
+        the "sessions" topic, up to the last `generation("sessions")` answered; None when the
+        adapter cannot say (then anything kept from `since` is to be dropped)."""
+        return None
+
     @abstractmethod
     def write(self) -> AbstractAsyncContextManager[Transaction]:
         """One write transaction, serialised against all writers; committed on exit, rolled

@@ -2,7 +2,8 @@
 process whose transactions take a database-wide advisory lock.
 
 Cache generations (`generation(topic)`) come from LISTEN/NOTIFY: triggers notify channel
-`mgw_cache` with the topic of every changed row (migrations/postgresql/0008), and each process
+`mgw_cache` with the topic of every changed row (migrations/postgresql/0008; a session's with
+its id, 0014, so `changed_sessions` can say which sessions moved), and each process
 keeps one listening connection that moves its own generation of that topic. So what a process
 keeps is dropped once the notification arrives: at once for its own commits (every topic moves
 when this process commits), within the notification's delivery (a millisecond on a LAN) for
@@ -34,6 +35,7 @@ import asyncpg
 from gateway.errors import ValidationFailed
 from gateway.store import migrations
 from gateway.store.database import TOPICS, Database, Row, Transaction, run_sync
+from gateway.store.session_changes import SessionChanges
 
 READER_CONNECTIONS = 4
 # Advisory lock keys (any two 64-bit numbers no other application on the database uses).
@@ -198,6 +200,8 @@ class PostgresDatabase(Database):
         # Generations: every number is drawn from one counter, so none is ever reused.
         self._numbers = itertools.count(1)
         self._generations = {topic: next(self._numbers) for topic in TOPICS}
+        self._changes = SessionChanges()  # which session each notified move was about
+        self._changes.start(self._generations["sessions"])
         self._listener: asyncpg.Connection | None = None
         self._relisten: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -241,12 +245,24 @@ class PostgresDatabase(Database):
             return next(self._numbers)  # not listening: nothing kept may be trusted
         return self._generations[topic]
 
+    def changed_sessions(self, since: int) -> frozenset[str] | None:
+        return self._changes.since(since)
+
     def _moved(self, *topics: str) -> None:
+        """These topics moved, by changes not known one by one."""
         for topic in topics:
             self._generations[topic] = next(self._numbers)
+        if "sessions" in topics:
+            self._changes.start(self._generations["sessions"])
 
-    def _notified(self, conn: object, pid: int, channel: str, topic: str) -> None:
-        if topic in self._generations:
+    def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
+        topic, named, session_id = payload.partition(":")  # "sessions:<id>" (migrations 0014)
+        if topic not in self._generations:
+            return
+        if topic == "sessions" and named:
+            self._generations[topic] = generation = next(self._numbers)
+            self._changes.moved(generation, session_id)
+        else:
             self._moved(topic)
 
     def _lost(self, conn: object) -> None:

@@ -18,6 +18,7 @@ import aiosqlite
 
 from gateway.store import migrations
 from gateway.store.database import Database, Transaction
+from gateway.store.session_changes import SessionChanges
 from gateway.store.wal_index import WalIndexWatch
 
 BUSY_TIMEOUT_MS = 30_000
@@ -66,6 +67,8 @@ class SqliteDatabase(Database):
         self._generations_at: object = -1  # the wal-index stamp or data_version read before
         self._wal_index: WalIndexWatch | None = None
         self._unknown = itertools.count(-1, -1)  # generations while the file is locked
+        self._changes = SessionChanges()  # what each move of "sessions" was about
+        self._changes_seen: int | None = None  # the last session_changes row read
 
     async def open(self) -> None:
         migrate(self.path)
@@ -138,14 +141,41 @@ class SqliteDatabase(Database):
             version = (watch.stamp() if watch is not None
                        else self._inline.execute("PRAGMA data_version").fetchone()[0])
             if version != self._generations_at:
-                self._generations = dict(self._inline.execute(
-                    "SELECT topic, value FROM cache_generations").fetchall())
+                self._read_generations()
                 self._generations_at = version
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 raise
             return next(self._unknown)  # unknown: a number no kept answer carries
         return self._generations[topic]
+
+    def _read_generations(self) -> None:
+        """The counters, and in the same statement the session changes logged since the last
+        read (migrations/0014): the "sessions" generation is the last change's number."""
+        assert self._inline is not None
+        seen = self._changes_seen
+        if seen is None:
+            self._generations = dict(self._inline.execute(
+                "SELECT topic, value FROM cache_generations").fetchall())
+            self._changes_seen = self._generations["sessions"]
+            self._changes.start(self._changes_seen)
+            return
+        rows = self._inline.execute(
+            "SELECT topic, value, NULL FROM cache_generations UNION ALL "
+            "SELECT NULL, seq, session_id FROM session_changes WHERE seq > ?", (seen,)).fetchall()
+        self._generations = {topic: value for topic, value, _ in rows if topic is not None}
+        changes = sorted((seq, session_id) for topic, seq, session_id in rows if topic is None)
+        if changes and changes[0][0] != seen + 1:  # the rows in between are gone: unknown
+            self._changes.start(changes[0][0] - 1)
+        for seq, session_id in changes:
+            self._changes.moved(seq, session_id)
+        latest = self._generations["sessions"]
+        if latest < seen:  # numbered from below again (the file was replaced)
+            self._changes.start(latest)
+        self._changes_seen = latest
+
+    def changed_sessions(self, since: int) -> frozenset[str] | None:
+        return self._changes.since(since)
 
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         async with self._reader().execute(sql, params) as cursor:
