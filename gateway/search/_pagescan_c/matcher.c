@@ -646,9 +646,13 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             if (state == 0 && !(next & RUNS)) continue; /* (the root reports nothing) */
             if (next & REPORTS) n_hits = report(states, state, marks, stamp, n_hits);
             walk = (next & RUNS) != 0;
-        } else {
-            uint32_t c = cls[text[i++]];
-            state = c ? step(m, state, c) : 0; /* a byte of no name: back to the root */
+        } else { /* states without rows, a byte at a time, until one has a row, reports or
+                    has a run (a byte of no name: back to the root) */
+            for (;;) {
+                uint32_t c = cls[text[i++]];
+                state = c ? step(m, state, c) : 0;
+                if (state < n_rows || i == len || states[state].report >= 0 || runs[state]) break;
+            }
             n_hits = report(states, state, marks, stamp, n_hits);
             walk = runs[state] != 0;
         }
