@@ -41,6 +41,7 @@ async def test_its_own_commit_counts_without_waiting_for_the_notification(
     def deaf(self: PostgresDatabase, *args: object) -> None:
         return None  # notifications never arrive in this process
     monkeypatch.setattr(PostgresDatabase, "_notified", deaf)
+    monkeypatch.setattr(PostgresDatabase, "_session_notified", deaf)
     db = PostgresDatabase(url)
     await db.open()
     try:
@@ -149,3 +150,41 @@ async def test_a_listener_that_stops_answering_is_replaced_and_misses_nothing(
         with contextlib.suppress(ProcessLookupError):  # gone once it saw its client leave
             os.kill(backend, signal.SIGCONT)
         await here.close()
+
+
+async def test_processes_of_earlier_versions_still_hear_a_sessions_move(
+    url: str, there: PostgresDatabase
+) -> None:
+    """They act on the topic alone on `mgw_cache` (0008); 0014 adds `mgw_sessions` beside it,
+    so a rolling upgrade leaves none of them keeping a session's stale owners."""
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    conn = await asyncpg.connect(url)
+    try:
+        for channel in ("mgw_cache", "mgw_sessions"):
+            await conn.add_listener(channel, lambda c, pid, ch, payload: heard.put_nowait(
+                (ch, payload)))
+        await claim(there, "bob", "s-upgrade")
+        got = set()
+        while {("mgw_cache", "sessions"), ("mgw_sessions", "s-upgrade")} - got:
+            got.add(await asyncio.wait_for(heard.get(), 10))
+    finally:
+        await conn.close()
+
+
+async def test_a_session_id_too_long_to_name_moves_everything(
+    url: str, there: PostgresDatabase
+) -> None:
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        await settled(db, there)
+        before = db.generation("sessions")
+        long_id = "s" * 5000
+        await claim(there, "bob", long_id)
+
+        async def moved() -> bool:
+            return db.generation("sessions") != before
+        assert await eventually(moved)
+        assert db.changed_sessions(before) is None  # not known which: nothing kept is used
+    finally:
+        await db.close()

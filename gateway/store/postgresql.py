@@ -2,8 +2,9 @@
 process whose transactions take a database-wide advisory lock.
 
 Cache generations (`generation(topic)`) come from LISTEN/NOTIFY: triggers notify channel
-`mgw_cache` with the topic of every changed row (migrations/postgresql/0008; a session's with
-its id, 0014, so `changed_sessions` can say which sessions moved), and each process
+`mgw_cache` with the topic of every changed row (migrations/postgresql/0008; a session's row
+also notifies `mgw_sessions` with its id, 0014, so `changed_sessions` can say which sessions
+moved), and each process
 keeps one listening connection that moves its own generation of that topic. So what a process
 keeps is dropped once the notification arrives: at once for its own commits (every topic moves
 when this process commits), within the notification's delivery (a millisecond on a LAN) for
@@ -43,6 +44,7 @@ WRITE_LOCK = 0x6D67775F77726974  # "mgw_writ"
 MIGRATION_LOCK = 0x6D67775F6D696772  # "mgw_migr"
 DIALECT_FOLDER = "postgresql"
 CACHE_CHANNEL = "mgw_cache"
+SESSIONS_CHANNEL = "mgw_sessions"  # the id of each changed session (migrations 0014)
 LISTEN_RETRY_S = 1.0
 # The listening connection is asked `SELECT 1` this often, and given as long to answer: a
 # connection dropped silently (a NAT or firewall forgetting it) would otherwise deliver nothing
@@ -255,15 +257,19 @@ class PostgresDatabase(Database):
         if "sessions" in topics:
             self._changes.start(self._generations["sessions"])
 
-    def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
-        topic, named, session_id = payload.partition(":")  # "sessions:<id>" (migrations 0014)
-        if topic not in self._generations:
-            return
-        if topic == "sessions" and named:
-            self._generations[topic] = generation = next(self._numbers)
-            self._changes.moved(generation, session_id)
-        else:
+    def _notified(self, conn: object, pid: int, channel: str, topic: str) -> None:
+        # "sessions" moves by the notifications that name the session (below); the topic alone
+        # is still sent for processes of earlier versions
+        if topic in self._generations and topic != "sessions":
             self._moved(topic)
+
+    def _session_notified(self, conn: object, pid: int, channel: str, session_id: str) -> None:
+        """A session's row changed (migrations/postgresql/0014); '' when its id was too long."""
+        if not session_id:
+            self._moved("sessions")
+            return
+        self._generations["sessions"] = generation = next(self._numbers)
+        self._changes.moved(generation, session_id)
 
     def _lost(self, conn: object) -> None:
         if conn is not self._listener:
@@ -275,6 +281,7 @@ class PostgresDatabase(Database):
         conn = await asyncpg.connect(self.path)
         try:
             await conn.add_listener(CACHE_CHANNEL, self._notified)
+            await conn.add_listener(SESSIONS_CHANNEL, self._session_notified)
         except BaseException:
             conn.terminate()
             raise
