@@ -97,7 +97,7 @@ async def test_sqlite_drops_every_lookup_when_the_change_log_was_pruned_past_it(
                       " session_id, user_id, created_at) SELECT 'default', 'default',"
                       " 'bulk-' || i, 'writer', 0 FROM n")
     assert sqlite_db.generation("sessions") == before + 4200
-    assert sqlite_db.changed_sessions(before) is None
+    assert sqlite_db.changed_sessions(before, before + 4200) is None
     again = await index.lookup("alice", ["s1"])
     assert again is not first and names_in(again, "s1") == ["a.png"]
     log_rows = databases.rows(sqlite_db.path, "SELECT COUNT(*) FROM session_changes")
@@ -162,6 +162,29 @@ async def test_a_locked_database_answers_a_generation_nothing_kept_carries(
     assert after not in while_locked and after != before  # read again once unlocked
     kept = await index.lookup("alice", ["s1"])
     assert await index.lookup("alice", ["s1"]) is kept  # and kept while nothing changes
+
+
+async def test_a_kept_lookup_is_not_used_while_the_changes_cannot_be_read(
+    sqlite_db: SqliteDatabase,
+) -> None:
+    """Another user's claim of one of the page's sessions, committed while the counters and
+    the log cannot be read: until they can, no kept lookup is used (it may be the stale one)."""
+    index = AttachmentIndex(sqlite_db)
+    await add(sqlite_db, "alice", "s1", "a.png")
+    first = await index.lookup("alice", ["s1", "open"])
+    assert first[0] == frozenset()
+    databases.execute(sqlite_db.path, "INSERT INTO memory_sessions (app_id, project_id,"
+                      " session_id, user_id, created_at) VALUES ('default', 'default', 'open',"
+                      " 'bob', 0)")
+    inline = sqlite_db._inline
+    sqlite_db._inline = LockedConnection()  # type: ignore[assignment]
+    try:
+        while_locked = await index.lookup("alice", ["s1", "open"])
+    finally:
+        sqlite_db._inline = inline
+    assert while_locked is not first
+    assert while_locked[0] == frozenset({("default", "default", "open")})
+    assert (await index.lookup("alice", ["s1", "open"]))[0] == while_locked[0]
 
 
 async def test_a_locked_database_without_a_wal_index_answers_unknown_generations(

@@ -241,8 +241,8 @@ async def test_another_users_new_session_leaves_the_kept_lookup(
                       " user_id, created_at) VALUES ('default', 'default', 'direct', 'carol', 0)")
 
     async def both_heard() -> bool:
-        return here.generation("sessions") != before and \
-            here.changed_sessions(before) == {"elsewhere", "direct"}
+        now = here.generation("sessions")
+        return now != before and here.changed_sessions(before, now) == {"elsewhere", "direct"}
     assert await eventually(both_heard)
     assert await index.lookup("alice", ["mine", "open"]) is first  # not read again
 

@@ -128,7 +128,7 @@ class AttachmentIndex:
         `python=False`: for the C page scanner, whose matchers are then all that is built."""
         version = self._db.generation("sessions")
         if version != self._lookups_version:
-            self._forget(self._db.changed_sessions(self._lookups_version))
+            self._forget(self._db.changed_sessions(self._lookups_version, version))
             self._lookups_version = version
         key = (user_id, tuple(session_ids), python)
         found = self._lookups.get(key)

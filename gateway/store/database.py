@@ -105,10 +105,10 @@ class Database(ABC):
         row of `topic` (one of TOPICS), so callers can keep answers until then. Never the same
         number for two different states of the topic."""
 
-    def changed_sessions(self, since: int) -> frozenset[str] | None:
+    def changed_sessions(self, since: int, until: int) -> frozenset[str] | None:
         """The session ids whose `memory_sessions` rows changed after generation `since` of
-        the "sessions" topic, up to the last `generation("sessions")` answered; None when the
-        adapter cannot say (then anything kept from `since` is to be dropped)."""
+        the "sessions" topic, up to generation `until` (one `generation("sessions")` answered);
+        None when the adapter cannot say (then anything kept from `since` is to be dropped)."""
         return None
 
     @abstractmethod

@@ -247,8 +247,8 @@ class PostgresDatabase(Database):
             return next(self._numbers)  # not listening: nothing kept may be trusted
         return self._generations[topic]
 
-    def changed_sessions(self, since: int) -> frozenset[str] | None:
-        return self._changes.since(since)
+    def changed_sessions(self, since: int, until: int) -> frozenset[str] | None:
+        return self._changes.since(since, until)
 
     def _moved(self, *topics: str) -> None:
         """These topics moved, by changes not known one by one."""

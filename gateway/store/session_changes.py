@@ -43,11 +43,12 @@ class SessionChanges:
         self._moves.append((generation, session_id))
         self._latest = generation
 
-    def since(self, generation: int) -> frozenset[str] | None:
-        """The sessions changed after `generation` (up to the latest move noted), or None when
-        that is not known."""
+    def since(self, generation: int, until: int) -> frozenset[str] | None:
+        """The sessions changed after `generation` up to `until`, or None when that is not
+        known: `until` must be the latest move noted (a generation answered while the changes
+        could not be read, say, is not), and `generation` no older than the moves kept."""
         known_after = self._known_after
-        if known_after is None or not known_after <= generation <= self._latest:
+        if known_after is None or until != self._latest or not known_after <= generation <= until:
             return None
         changed = set()
         for moved, session_id in reversed(self._moves):  # the newest first: few are asked for

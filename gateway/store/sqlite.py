@@ -174,8 +174,8 @@ class SqliteDatabase(Database):
             self._changes.start(latest)
         self._changes_seen = latest
 
-    def changed_sessions(self, since: int) -> frozenset[str] | None:
-        return self._changes.since(since)
+    def changed_sessions(self, since: int, until: int) -> frozenset[str] | None:
+        return self._changes.since(since, until)
 
     async def read_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         async with self._reader().execute(sql, params) as cursor:
