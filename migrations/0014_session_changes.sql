@@ -16,25 +16,22 @@ DROP TRIGGER memory_sessions_generation_insert;
 DROP TRIGGER memory_sessions_generation_update;
 DROP TRIGGER memory_sessions_generation_delete;
 
+-- each change is a row; the row moves the counter and drops the rows past the last 4096
+CREATE TRIGGER session_changes_generation AFTER INSERT ON session_changes BEGIN
+    UPDATE cache_generations SET value = NEW.seq WHERE topic = 'sessions';
+    DELETE FROM session_changes WHERE seq <= NEW.seq - 4096;
+END;
+
 CREATE TRIGGER memory_sessions_changes_insert AFTER INSERT ON memory_sessions BEGIN
     INSERT INTO session_changes (session_id) VALUES (NEW.session_id);
-    UPDATE cache_generations SET value = (SELECT MAX(seq) FROM session_changes)
-        WHERE topic = 'sessions';
-    DELETE FROM session_changes WHERE seq <= (SELECT MAX(seq) FROM session_changes) - 4096;
 END;
 
 CREATE TRIGGER memory_sessions_changes_update AFTER UPDATE ON memory_sessions BEGIN
     INSERT INTO session_changes (session_id) VALUES (NEW.session_id);
     INSERT INTO session_changes (session_id)
         SELECT OLD.session_id WHERE OLD.session_id IS NOT NEW.session_id;
-    UPDATE cache_generations SET value = (SELECT MAX(seq) FROM session_changes)
-        WHERE topic = 'sessions';
-    DELETE FROM session_changes WHERE seq <= (SELECT MAX(seq) FROM session_changes) - 4096;
 END;
 
 CREATE TRIGGER memory_sessions_changes_delete AFTER DELETE ON memory_sessions BEGIN
     INSERT INTO session_changes (session_id) VALUES (OLD.session_id);
-    UPDATE cache_generations SET value = (SELECT MAX(seq) FROM session_changes)
-        WHERE topic = 'sessions';
-    DELETE FROM session_changes WHERE seq <= (SELECT MAX(seq) FROM session_changes) - 4096;
 END;

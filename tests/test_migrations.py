@@ -66,16 +66,22 @@ def test_migrate_command_applies_and_reports(tmp_path: Path) -> None:
     assert migrations.pending(sqlite3.connect(db)) == []
 
 
-def test_tool_call_migration_keeps_existing_messages_and_allows_the_tool_role(
-    tmp_path: Path,
-) -> None:
+def migrated_before(tmp_path: Path, version: int) -> sqlite3.Connection:
+    """A database with every migration before `version` applied, and none from it on."""
     before = tmp_path / "before"
     before.mkdir()
     for migration in migrations.available():
-        if migration.version < 7:
+        if migration.version < version:
             (before / migration.path.name).write_text(migration.sql())
     conn = connect_sync(str(tmp_path / "db.sqlite"))
     migrations.apply_pending(conn, before)
+    return conn
+
+
+def test_tool_call_migration_keeps_existing_messages_and_allows_the_tool_role(
+    tmp_path: Path,
+) -> None:
+    conn = migrated_before(tmp_path, 7)
     conn.execute("INSERT INTO agents (id, user_id, name, activity_at_ms, created_at_ms,"
                  " updated_at_ms) VALUES ('agt_1', 'alice', 'a', 1, 1, 1)")
     conn.execute("INSERT INTO conversations (id, user_id, agent_id, title, created_at_ms,"
@@ -117,13 +123,7 @@ def test_migrate_on_postgresql_applies_every_migration_once_and_hides_the_passwo
 def test_the_session_change_log_numbers_on_from_the_sessions_generation(tmp_path: Path) -> None:
     """0014 makes the "sessions" generation the log's last row: it goes on from the counter's
     value, so no number a process kept names a different state."""
-    before = tmp_path / "before"
-    before.mkdir()
-    for migration in migrations.available():
-        if migration.version < 14:
-            (before / migration.path.name).write_text(migration.sql())
-    conn = connect_sync(str(tmp_path / "db.sqlite"))
-    migrations.apply_pending(conn, before)
+    conn = migrated_before(tmp_path, 14)
     for n in range(3):
         conn.execute("INSERT INTO memory_sessions (app_id, project_id, session_id, user_id,"
                      " created_at) VALUES ('default', 'default', ?, 'alice', 0)", (f"s{n}",))

@@ -169,10 +169,7 @@ class SqliteDatabase(Database):
             self._changes.start(changes[0][0] - 1)
         for seq, session_id in changes:
             self._changes.moved(seq, session_id)
-        latest = self._generations["sessions"]
-        if latest < seen:  # numbered from below again (the file was replaced)
-            self._changes.start(latest)
-        self._changes_seen = latest
+        self._changes_seen = self._generations["sessions"]
 
     def changed_sessions(self, since: int, until: int) -> frozenset[str] | None:
         return self._changes.since(since, until)

@@ -27,9 +27,7 @@
 #include <tmmintrin.h>
 #define LEAD_SKIP 1
 #endif
-/* the lead filter reads a position's byte and the next two; its blocks, 16 positions at a time,
-   need this many bytes from the first */
-#define LEAD_BYTES 3
+/* the lead filter's blocks, 16 positions at a time, need this many bytes from the first */
 #define LEAD_BLOCK (16 + LEAD_BYTES - 1)
 
 #define NO_STATE 0xFFFFFFFFu
@@ -121,9 +119,6 @@ static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
    is put off by */
 #define RUN_MIN 8
 #define GAP_MAX 1024
-
-
-
 
 typedef struct {
     const unsigned char *bytes;

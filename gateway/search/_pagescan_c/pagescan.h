@@ -159,6 +159,9 @@ typedef struct {
     PyObject *sessions;
 } Page;
 
+/* the bytes at a position the lead filter reads: its own and the next two */
+#define LEAD_BYTES 3
+
 /* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). The
    shallowest states, taken breadth first, have a full row of transitions (where ordinary text
    spends its time) and come first; the others are numbered depth first after them (a state's
@@ -192,9 +195,9 @@ typedef struct {
     uint8_t cls[256];      /* byte -> class (0: in no name) */
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
-    /* the lead filter (matcher.c `lead_skip`): [fold][position 0-2][low, high nibble] ->
-       the buckets of the names whose first three bytes may be those; set when `leads` */
-    uint8_t lead[2][3][2][16];
+    /* the lead filter (matcher.c `lead_skip`): [fold][position][low, high nibble] -> the
+       buckets of the names whose first LEAD_BYTES bytes may be those; set when `leads` */
+    uint8_t lead[2][LEAD_BYTES][2][16];
     int leads;
     uint32_t n_cls, n_states;
     uint32_t n_rows;       /* states [0, n_rows) have a row, state k's at delta[k << row_shift] */
