@@ -10,6 +10,7 @@ the number or drop the cached answer, since the key cache's TTL here is an hour.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -48,18 +49,29 @@ async def there(database_url: str, here: Database) -> AsyncIterator[Database]:
 
 async def settled(db: Database, other: Database, topic: str = "sessions") -> None:
     """Until `db` has heard of every change `other` made so far: a marker change of `topic`
-    made last (a session claimed by a user who never searches, or a marker key revoked),
-    seen when the topic moves."""
+    made last, seen when `db` hears of it. Notifications arrive in commit order, so once the
+    marker is heard every earlier commit's has been too. A session (claimed by a user who never
+    searches) is waited for by its id: a mere move of the generation would not do, since a late
+    notification of `db`'s own earlier commit moves it as well. A key (a marker key revoked)
+    cannot be named, so "keys" waits for its topic to move."""
     before = db.generation(topic)
-    if topic == "sessions":
-        await claim(other, "marker", f"marker-{before}")
-    else:
+    if topic == "keys":
         key_id, _ = await new_key(other, "marker")
         await keys.revoke(other, key_id)
 
-    async def moved() -> bool:
-        return db.generation(topic) != before
-    assert await eventually(moved)
+        async def moved() -> bool:
+            return db.generation(topic) != before
+        assert await eventually(moved)
+        return
+    marker = f"marker-{uuid.uuid4().hex}"
+    await claim(other, "marker", marker)
+
+    async def heard() -> bool:
+        now = db.generation("sessions")
+        changed = db.changed_sessions(before, now)
+        # None: every move since was dropped at once (a listener replaced): later ones are new
+        return now != before and (changed is None or marker in changed)
+    assert await eventually(heard)
 
 
 async def new_key(db: Database, user: str) -> tuple[str, str]:
