@@ -1,5 +1,6 @@
 """The PostgreSQL adapter's cache generations (gateway/store/postgresql.py): its own commits
-count at once, and a lost listening connection means nothing kept is trusted until it is back.
+count by the time they return (sessions by name, once their fence is heard back), and a lost
+listening connection means nothing kept is trusted until it is back.
 The cross-process behaviour both adapters share is in tests/test_cache_generations.py."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from gateway.search.index import AttachmentIndex
 from gateway.store import keys, postgresql
 from gateway.store.postgresql import PostgresDatabase, written_topics
 from tests.attachment_helpers import add_mappings as claim
@@ -35,13 +37,17 @@ async def there(url: str) -> AsyncIterator[PostgresDatabase]:
     await db.close()
 
 
-async def test_its_own_commit_counts_without_waiting_for_the_notification(
+async def test_its_own_commit_counts_by_the_time_the_write_returns_heard_or_not(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A commit's own notifications never arriving (nor its fence): the write still returns,
+    after FENCE_S, with every topic it changed moved."""
     def deaf(self: PostgresDatabase, *args: object) -> None:
         return None  # notifications never arrive in this process
     monkeypatch.setattr(PostgresDatabase, "_notified", deaf)
     monkeypatch.setattr(PostgresDatabase, "_session_notified", deaf)
+    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
+    monkeypatch.setattr(postgresql, "FENCE_S", 0.05)
     db = PostgresDatabase(url)
     await db.open()
     try:
@@ -187,5 +193,50 @@ async def test_a_session_id_too_long_to_name_moves_everything(
         assert await eventually(moved)
         now = db.generation("sessions")
         assert db.changed_sessions(before, now) is None  # not known which: nothing is kept
+    finally:
+        await db.close()
+
+
+async def test_its_own_claim_of_another_session_keeps_the_lookup_and_of_a_pages_is_seen_at_once(
+    url: str,
+) -> None:
+    """A commit of this process that changed sessions says which (its fence): a lookup of other
+    sessions stays kept, and one naming the claimed session is read again by the next
+    lookup, with no wait for the notification (the write returned after it was heard)."""
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        await claim(db, "alice", "mine", "a.png")
+        index = AttachmentIndex(db)
+        first = await index.lookup("alice", ["mine", "open"])
+        assert first[0] == frozenset()
+        await claim(db, "bob", "elsewhere", "b.png")
+        assert await index.lookup("alice", ["mine", "open"]) is first  # not read again
+        await claim(db, "bob", "open")
+        found = await index.lookup("alice", ["mine", "open"])  # at once: no eventually()
+        assert found[0] == frozenset({("default", "default", "open")})
+        assert db._fences == {}  # every fence heard and forgotten
+    finally:
+        await db.close()
+
+
+async def test_a_fence_not_heard_back_drops_every_kept_lookup(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sessions' notifications heard but the fence not (it stands for anything lost on
+    the way): past FENCE_S the topic moves without naming them, and nothing kept is used."""
+    def deaf(self: PostgresDatabase, *args: object) -> None:
+        return None
+    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
+    monkeypatch.setattr(postgresql, "FENCE_S", 0.05)
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        await claim(db, "alice", "mine", "a.png")
+        index = AttachmentIndex(db)
+        first = await index.lookup("alice", ["mine"])
+        await claim(db, "bob", "elsewhere")
+        assert await index.lookup("alice", ["mine"]) is not first
+        assert db._fences == {}
     finally:
         await db.close()

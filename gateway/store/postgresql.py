@@ -4,14 +4,18 @@ process whose transactions take a database-wide advisory lock.
 Cache generations (`generation(topic)`) come from LISTEN/NOTIFY: triggers notify channel
 `mgw_cache` with the topic of every changed row (migrations/postgresql/0008; a session's row
 also notifies `mgw_sessions` with its id, 0014, so `changed_sessions` can say which sessions
-moved), and each process
-keeps one listening connection that moves its own generation of that topic. So what a process
-keeps is dropped once the notification arrives: at once for its own commits (every topic moves
-when this process commits), within the notification's delivery (a millisecond on a LAN) for
-another's. While the listening connection is down, every call answers a new number (nothing
-kept is trusted) and it is reconnected in the background; reconnected, every topic moves,
-since notifications sent meanwhile were lost. The listening connection is checked every
-LISTEN_CHECK_S; one that does not answer is dropped and replaced the same way.
+moved), and each process keeps one listening connection that moves its own generation of that
+topic. So what a process keeps is dropped once the notification arrives: within its delivery
+(a millisecond on a LAN) for another process's commits, and before `write()` returns for its
+own. A commit that changed sessions ends with a fence (a notification on `mgw_fence` with a
+token of this process) and `write()` waits until the listener has heard it, so the sessions'
+own notifications, sent before it in the same transaction, have been heard too; a fence not
+heard within FENCE_S moves the topic without saying which sessions (everything kept is
+dropped). Other topics move at once when this process commits. While the listening connection
+is down, every call answers a new number (nothing kept is trusted) and it is reconnected in
+the background; reconnected, every topic moves, since notifications sent meanwhile were lost.
+The listening connection is checked every LISTEN_CHECK_S; one that does not answer is dropped
+and replaced the same way.
 
 The advisory lock gives PostgreSQL the single-writer rule the store was written for on SQLite
 (`BEGIN IMMEDIATE`): a read-then-write inside `write()` (claim a session, append a message once
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -45,6 +50,10 @@ MIGRATION_LOCK = 0x6D67775F6D696772  # "mgw_migr"
 DIALECT_FOLDER = "postgresql"
 CACHE_CHANNEL = "mgw_cache"
 SESSIONS_CHANNEL = "mgw_sessions"  # the id of each changed session (migrations 0014)
+FENCE_CHANNEL = "mgw_fence"  # the end of one process's commit that changed sessions
+# How long a commit that changed sessions waits for its fence to come back before it moves the
+# topic without naming them (notifications take a millisecond or so; this is for a stuck one).
+FENCE_S = 0.5
 LISTEN_RETRY_S = 1.0
 # The listening connection is asked `SELECT 1` this often, and given as long to answer: a
 # connection dropped silently (a NAT or firewall forgetting it) would otherwise deliver nothing
@@ -208,6 +217,10 @@ class PostgresDatabase(Database):
         self._relisten: asyncio.Task[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._closing = False
+        # this process's fences not heard yet, by token (unique to this adapter)
+        self._fences: dict[str, asyncio.Future[None]] = {}
+        self._fence_numbers = itertools.count(1)
+        self._fence_prefix = f"{os.getpid()}.{id(self):x}."
 
     async def open(self) -> None:
         conn = await asyncpg.connect(self.path)
@@ -271,10 +284,47 @@ class PostgresDatabase(Database):
         self._generations["sessions"] = generation = next(self._numbers)
         self._changes.moved(generation, session_id)
 
+    def _fence_heard(self, conn: object, pid: int, channel: str, token: str) -> None:
+        """A commit's fence came back: everything that commit notified was heard before it.
+        Other processes' fences are not this one's to wait for."""
+        waiter = self._fences.pop(token, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _release_fences(self) -> None:
+        """No fence will come back (the listener is gone): nothing kept is trusted now anyway
+        (`generation` answers new numbers until it is back, and then every topic moves)."""
+        fences, self._fences = self._fences, {}
+        for waiter in fences.values():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _fence(self, topics: set[str]) -> str | None:
+        """A token to end this commit with, when it changed sessions and they can be heard."""
+        if "sessions" not in topics or self._listener is None or self._listener.is_closed():
+            return None
+        token = f"{self._fence_prefix}{next(self._fence_numbers)}"
+        self._fences[token] = asyncio.get_running_loop().create_future()
+        return token
+
+    async def _fenced(self, token: str) -> None:
+        """Until the fence is heard; past FENCE_S, the topic moves unattributed."""
+        waiter = self._fences.get(token)
+        if waiter is None:
+            return  # heard already, or released
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), FENCE_S)
+        except TimeoutError:
+            self._fences.pop(token, None)
+            log.warning("cache notifications: this process's commit was not heard back within "
+                        "%.1f s; dropping every kept session lookup", FENCE_S)
+            self._moved("sessions")
+
     def _lost(self, conn: object) -> None:
         if conn is not self._listener:
             return  # an earlier listener, already replaced
         self._listener = None
+        self._release_fences()
         self._listen_later()
 
     async def _listen(self) -> None:
@@ -282,12 +332,14 @@ class PostgresDatabase(Database):
         try:
             await conn.add_listener(CACHE_CHANNEL, self._notified)
             await conn.add_listener(SESSIONS_CHANNEL, self._session_notified)
+            await conn.add_listener(FENCE_CHANNEL, self._fence_heard)
         except BaseException:
             conn.terminate()
             raise
         conn.add_termination_listener(self._lost)
         self._listener = conn
         self._moved(*TOPICS)  # notifications sent while nobody listened are lost
+        self._release_fences()
 
     def _listen_later(self) -> None:
         if self._closing or self._pool is None:
@@ -363,11 +415,23 @@ class PostgresDatabase(Database):
                 if not conn.is_closed():
                     await conn.execute("ROLLBACK")
                 raise
-            else:
-                await conn.execute("COMMIT")
-                # This process's next request must not use what the commit changed; the
-                # notification of its own commit may still be on its way.
-                self._moved(*transaction.topics)
+            topics = transaction.topics
+            fence = self._fence(topics)
+            try:
+                if fence is None:
+                    await conn.execute("COMMIT")
+                else:  # the fence goes out last, in the same round trip as the commit
+                    await conn.execute(f"SELECT pg_notify('{FENCE_CHANNEL}', '{fence}'); COMMIT")
+            except BaseException:
+                if fence is not None:
+                    self._fences.pop(fence, None)
+                raise
+            # This process's next request must not use what the commit changed: the topics
+            # move now, but sessions by their own notifications, awaited below (which ones
+            # changed is then known, and only lookups naming them are dropped).
+            self._moved(*(topics - {"sessions"} if fence is not None else topics))
+        if fence is not None:
+            await self._fenced(fence)
 
 
 # The tables whose rows processes keep, by topic (with what their triggers change: a mapping
