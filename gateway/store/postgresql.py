@@ -466,8 +466,8 @@ class PostgresTransaction(Transaction):
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(row) for row in rows]
-        self.topics |= written_topics(sql)
-        if batch:
+        if batch:  # no rows, no statement run: nothing changed
+            self.topics |= written_topics(sql)
             with _client_text():
                 await self._conn.executemany(translate(sql), batch)
 
