@@ -916,3 +916,21 @@ def test_a_session_named_again_plain_or_escaped_is_listed_once() -> None:
     assert page.sessions == ["s1", "s2", "s3"]
     assert [scope[0] for scope in page.scopes()] == ["s1", "s2", "s1", "s1", "s2", "s3", "s3"]
     assert agree(body, False, set(), _matchers("s1", "photo.png"))
+
+
+@needs_scanner
+@pytest.mark.parametrize("found", [2, 5, 32, 33, 40, 120])
+def test_an_items_attachments_are_listed_in_name_order_however_many(found: int) -> None:
+    # The names an item holds are found in text order and listed in the names' order, sorted
+    # one way for a few and another for many: the text names them backwards here.
+    names = [f"photo-{n:03}.png" for n in range(found)]
+    rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+            for n, name in enumerate(names)]
+    matchers = {"s1": _build(1, rows)}
+    body = json.dumps({"results": [{"session_id": "s1", "t": " ".join(reversed(names))}]}
+                      ).encode()
+    assert agree(body, False, set(), matchers)
+    answer, count = scanned_answer(page_scan.scan(body, False), set(), matchers)
+    listed = [a["name"] for a in json.loads(answer)["results"][0]["attachments"]]
+    assert (listed, count) == (names, found)

@@ -681,6 +681,21 @@ static int cmp_index(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* An item's names found, in the order their attachments are listed (the names' order): few
+   as a rule, so sorted in place by insertion; many by qsort. */
+#define FEW_HITS 32
+static void sort_hits(Py_ssize_t *hits, Py_ssize_t n) {
+    if (n > FEW_HITS) {
+        qsort(hits, (size_t)n, sizeof(Py_ssize_t), cmp_index);
+        return;
+    }
+    for (Py_ssize_t k = 1; k < n; k++) {
+        Py_ssize_t x = hits[k], j = k;
+        for (; j > 0 && hits[j - 1] > x; j--) hits[j] = hits[j - 1];
+        hits[j] = x;
+    }
+}
+
 static uint64_t render_stamp = 0;
 #define FEW_STRINGS 64 /* an item's strings, listed on the stack up to this many */
 
@@ -749,7 +764,7 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
                                 n_hits);
     if (released) PyEval_RestoreThread(released);
     if (PUT_LIT(out, "[") < 0) goto done;
-    qsort(marks->hits, (size_t)n_hits, sizeof(Py_ssize_t), cmp_index);
+    sort_hits(marks->hits, n_hits);
     int first = 1;
     for (Py_ssize_t k = 0; k < n_hits; k++) {
         Py_ssize_t name = marks->hits[k];

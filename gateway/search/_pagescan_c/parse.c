@@ -209,7 +209,7 @@ static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, 
             value.flags = 0;
             item->has_meta = 1;
         } else {
-            int b64 = key_is(p, key, "base64");
+            int b64 = at >= 0 ? 0 : key_is(p, key, "base64"); /* no field name is "base64" */
             if (b64 < 0) return -1;
             if (parse_value(p, !b64, &value) < 0) return -1;
         }
