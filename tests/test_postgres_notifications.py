@@ -240,3 +240,32 @@ async def test_a_fence_not_heard_back_drops_every_kept_lookup(
         assert db._fences == {}
     finally:
         await db.close()
+
+
+async def test_a_write_cancelled_while_its_fence_is_out_still_moves_the_topic(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit stands when the wait for its fence is cancelled: nothing kept from before it
+    is used afterwards."""
+    def deaf(self: PostgresDatabase, *args: object) -> None:
+        return None
+    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        await claim(db, "alice", "mine", "a.png")  # its fences given up after FENCE_S
+        index = AttachmentIndex(db)
+        first = await index.lookup("alice", ["mine", "open"])
+        task = asyncio.get_running_loop().create_task(claim(db, "bob", "open"))
+
+        async def fence_out() -> bool:
+            return bool(db._fences)
+        assert await eventually(fence_out)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert db._fences == {}
+        found = await index.lookup("alice", ["mine", "open"])
+        assert found is not first and found[0] == frozenset({("default", "default", "open")})
+    finally:
+        await db.close()

@@ -308,7 +308,8 @@ class PostgresDatabase(Database):
         return token
 
     async def _fenced(self, token: str) -> None:
-        """Until the fence is heard; past FENCE_S, the topic moves unattributed."""
+        """Until the fence is heard; past FENCE_S, or when the wait is cancelled (the commit
+        stands), the topic moves unattributed."""
         waiter = self._fences.get(token)
         if waiter is None:
             return  # heard already, or released
@@ -319,6 +320,10 @@ class PostgresDatabase(Database):
             log.warning("cache notifications: this process's commit was not heard back within "
                         "%.1f s; dropping every kept session lookup", FENCE_S)
             self._moved("sessions")
+        except asyncio.CancelledError:
+            self._fences.pop(token, None)
+            self._moved("sessions")
+            raise
 
     def _lost(self, conn: object) -> None:
         if conn is not self._listener:
