@@ -250,6 +250,7 @@ async def test_a_write_cancelled_while_its_fence_is_out_still_moves_the_topic(
     def deaf(self: PostgresDatabase, *args: object) -> None:
         return None
     monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
+    monkeypatch.setattr(postgresql, "FENCE_S", 0.3)
     db = PostgresDatabase(url)
     await db.open()
     try:
