@@ -272,3 +272,23 @@ async def test_a_write_cancelled_while_its_fence_is_out_still_moves_the_topic(
         assert found is not first and found[0] == frozenset({("default", "default", "open")})
     finally:
         await db.close()
+
+
+async def test_a_transaction_that_failed_inside_leaves_the_writer_usable(url: str) -> None:
+    """A statement's error caught inside `write()`: the transaction cannot commit, the write
+    says so, and the next write runs on a connection outside any transaction."""
+    db = PostgresDatabase(url)
+    await db.open()
+    try:
+        with pytest.raises(asyncpg.PostgresError):
+            async with db.write() as tx:
+                await tx.execute("INSERT INTO memory_sessions (app_id, project_id, session_id,"
+                                 " user_id, created_at) VALUES ('default', 'default', 'lost',"
+                                 " 'alice', 0)")
+                with contextlib.suppress(asyncpg.PostgresError):
+                    await tx.execute("SELECT no_such_column FROM memory_sessions")
+        await claim(db, "alice", "kept", "a.png")
+        rows = await db.read("SELECT session_id FROM memory_sessions WHERE user_id = 'alice'")
+        assert [row["session_id"] for row in rows] == ["kept"]
+    finally:
+        await db.close()

@@ -31,7 +31,7 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -430,6 +430,9 @@ class PostgresDatabase(Database):
             except BaseException:
                 if fence is not None:
                     self._fences.pop(fence, None)
+                if not conn.is_closed():  # the writer is left outside any transaction
+                    with suppress(Exception):
+                        await conn.execute("ROLLBACK")
                 raise
             # This process's next request must not use what the commit changed: the topics
             # move now, but sessions by their own notifications, awaited below (which ones
