@@ -261,8 +261,9 @@ async def test_a_write_cancelled_while_its_fence_is_out_still_moves_the_topic(
         first = await index.lookup("alice", ["mine", "open"])
         task = asyncio.get_running_loop().create_task(claim(db, "bob", "open"))
 
-        async def fence_out() -> bool:
-            return bool(db._fences)
+        async def fence_out() -> bool:  # committed, and waiting for its fence
+            return bool(db._fences) and bool(await db.read(
+                "SELECT 1 FROM memory_sessions WHERE session_id = 'open'"))
         assert await eventually(fence_out)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -428,9 +428,12 @@ class PostgresDatabase(Database):
                 else:  # the fence goes out last, in the same round trip as the commit
                     await conn.execute(f"SELECT pg_notify('{FENCE_CHANNEL}', '{fence}'); COMMIT")
             except BaseException:
+                # whether it committed may not be known (cancelled on the way): what it may
+                # have changed is not trusted, and the writer is left outside any transaction
                 if fence is not None:
                     self._fences.pop(fence, None)
-                if not conn.is_closed():  # the writer is left outside any transaction
+                self._moved(*topics)
+                if not conn.is_closed():
                     with suppress(Exception):
                         await conn.execute("ROLLBACK")
                 raise
