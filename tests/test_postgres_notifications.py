@@ -197,6 +197,15 @@ async def test_a_session_id_too_long_to_name_moves_everything(
         await db.close()
 
 
+def fences_unheard(monkeypatch: pytest.MonkeyPatch, fence_s: float) -> None:
+    """This process's fences never come back (the sessions' own notifications still do), and
+    each is given up after `fence_s`."""
+    def deaf(self: PostgresDatabase, *args: object) -> None:
+        return None
+    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
+    monkeypatch.setattr(postgresql, "FENCE_S", fence_s)
+
+
 async def test_its_own_claim_of_another_session_keeps_the_lookup_and_of_a_pages_is_seen_at_once(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,10 +236,7 @@ async def test_a_fence_not_heard_back_drops_every_kept_lookup(
 ) -> None:
     """The sessions' notifications heard but the fence not (it stands for anything lost on
     the way): past FENCE_S the topic moves without naming them, and nothing kept is used."""
-    def deaf(self: PostgresDatabase, *args: object) -> None:
-        return None
-    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
-    monkeypatch.setattr(postgresql, "FENCE_S", 0.05)
+    fences_unheard(monkeypatch, 0.05)
     db = PostgresDatabase(url)
     await db.open()
     try:
@@ -249,10 +255,7 @@ async def test_a_write_cancelled_while_its_fence_is_out_still_moves_the_topic(
 ) -> None:
     """The commit stands when the wait for its fence is cancelled: nothing kept from before it
     is used afterwards."""
-    def deaf(self: PostgresDatabase, *args: object) -> None:
-        return None
-    monkeypatch.setattr(PostgresDatabase, "_fence_heard", deaf)
-    monkeypatch.setattr(postgresql, "FENCE_S", 0.3)
+    fences_unheard(monkeypatch, 0.3)
     db = PostgresDatabase(url)
     await db.open()
     try:

@@ -313,17 +313,17 @@ class PostgresDatabase(Database):
         waiter = self._fences.get(token)
         if waiter is None:
             return  # heard already, or released
+        heard = False
         try:
             await asyncio.wait_for(asyncio.shield(waiter), FENCE_S)
+            heard = True
         except TimeoutError:
-            self._fences.pop(token, None)
             log.warning("cache notifications: this process's commit was not heard back within "
                         "%.1f s; dropping every kept session lookup", FENCE_S)
-            self._moved("sessions")
-        except asyncio.CancelledError:
-            self._fences.pop(token, None)
-            self._moved("sessions")
-            raise
+        finally:
+            if not heard:
+                self._fences.pop(token, None)
+                self._moved("sessions")
 
     def _lost(self, conn: object) -> None:
         if conn is not self._listener:
