@@ -188,10 +188,19 @@ def median(values: list[float]) -> float:
 def paired_ratios(
     rounds: int, base: Callable[[], float], measured: Callable[[], float], labels: tuple[str, str]
 ) -> float:
-    """Alternate `base` and `measured` runs `rounds` times; print each pair; the median ratio."""
+    """Run `base` and `measured` `rounds` times each, in pairs; print each pair; the median ratio.
+
+    The pair's order alternates (base first in odd rounds, measured first in even ones), so
+    whatever the first run of a pair leaves the second (the previous process still winding
+    down, its connections closing) is charged to each side equally often."""
     ratios = []
     for round_no in range(1, rounds + 1):
-        first, second = base(), measured()
+        if round_no % 2:
+            first = base()
+            second = measured()
+        else:
+            second = measured()
+            first = base()
         ratios.append(second / first)
         print(f"round {round_no}: {labels[0]} {first:8.0f} req/s  {labels[1]} {second:8.0f} "
               f"req/s  ratio {second / first:.3f}")

@@ -1,9 +1,10 @@
 """Pass-through benchmark (SPEC §14): requests/s through the gateway ÷ straight to the upstream.
 
 Small JSON POST (a valid EverOS `memory/get`) to a Starlette upstream (bench/starlette_upstream.py),
-16 connections, direct and gateway runs alternated in pairs in one run; prints each pair and the
-median ratio. Target: ≥ 0.5 on the 2-core machine (SPEC §14). bench/passthrough_alt.py runs
-variants of the gateway side by side, with CPU time per request.
+16 connections, direct and gateway runs in pairs in one run (which of the two goes first
+alternates); prints each pair and the median ratio. Target: ≥ 0.5 on the 2-core machine (SPEC
+§14). bench/passthrough_alt.py runs variants of the gateway side by side, with CPU time per
+request.
 
 `--credential jwt` measures instead what a JWT costs per request against an API key, on one
 gateway trusting a JWKS (bench/identity_provider.py), key and JWT runs alternated in pairs:

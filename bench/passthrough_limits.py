@@ -2,12 +2,14 @@
 
 Requests/s of a gateway with every rate limit and the engine-call cap on (set high enough never
 to refuse: every request still draws from its bucket and takes an engine slot) ÷ the same
-gateway with them off, both in front of one fast upstream, alternated in pairs; also the
-gateway's CPU time per request, on ÷ off. Target: requests/s ratio ≥ 0.95. The pass-through
-itself is bench/passthrough.py; the limiter alone, in process, bench/limiter_cost.py.
+gateway with them off, both in front of one fast upstream, in pairs whose order alternates;
+also the gateway's CPU time per request, on ÷ off. Target: requests/s ratio ≥ 0.95. The
+pass-through itself is bench/passthrough.py; the limiter alone, in process,
+bench/limiter_cost.py. `--calibrate` runs the same pairs with the limits off on both gateways:
+what two identical gateways give on this machine, the noise a 5 % figure must stand out of.
 
     .venv/bin/python bench/passthrough_limits.py [--rounds 5] [--seconds 5]
-        [--client native|httpx] [--postgresql]
+        [--client native|httpx] [--postgresql] [--calibrate]
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def main() -> int:
     parser.add_argument("--postgresql", action="store_true",
                         help="both gateways on a throw-away PostgreSQL, where every request's "
                         "bucket is one statement")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="limits off on both gateways: the figures of two identical ones")
     args = parser.parse_args()
     if args.postgresql:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -60,7 +64,8 @@ def limiter_cost(args: argparse.Namespace,
     """Limits on ÷ off, as requests/s and as the gateway's CPU time per request: the second
     holds steady on a machine other work shares (it counts only the gateway's own cycles)."""
     client = {"MEMORY_GATEWAY_UPSTREAM_CLIENT": args.client}
-    off_env, on_env = {**client, **database()}, {**client, **LIMITS_ON, **database()}
+    limits = {} if args.calibrate else LIMITS_ON
+    off_env, on_env = {**client, **database()}, {**client, **limits, **database()}
     cpu_ratios: list[float] = []
     with fast_upstream() as upstream, \
             gateway_process(upstream, off_env) as (off_url, off_key, off_proc), \
@@ -74,22 +79,32 @@ def limiter_cost(args: argparse.Namespace,
             cpu_per_request[name] = (cpu_seconds(pid) - before) / (rate * seconds)
             return rate
 
-        def off() -> float:
-            return run("off", off_url, off_key, off_proc.pid, args.seconds)
+        def pair_done() -> None:
+            """Both runs of a pair are in (paired_ratios alternates which comes first)."""
+            cpu_ratios.append(cpu_per_request.pop("on") / cpu_per_request.pop("off"))
+            print(f"  CPU per request ratio {cpu_ratios[-1]:.3f}")
 
-        def on() -> float:
-            rate = run("on", on_url, on_key, on_proc.pid, args.seconds)
-            cpu_ratios.append(cpu_per_request["on"] / cpu_per_request["off"])
-            print(f"  CPU per request: off {cpu_per_request['off'] * 1e6:.0f} us, on "
-                  f"{cpu_per_request['on'] * 1e6:.0f} us, ratio {cpu_ratios[-1]:.3f}")
-            return rate
+        def measured(name: str, url: str, key: str, pid: int) -> Callable[[], float]:
+            def one() -> float:
+                rate = run(name, url, key, pid, args.seconds)
+                print(f"  CPU per request: {name} {cpu_per_request[name] * 1e6:.0f} us")
+                if len(cpu_per_request) == 2:
+                    pair_done()
+                return rate
+            return one
+
+        off = measured("off", off_url, off_key, off_proc.pid)
+        on = measured("on", on_url, on_key, on_proc.pid)
 
         run("off", off_url, off_key, off_proc.pid, 1.0)  # warm-up
         run("on", on_url, on_key, on_proc.pid, 1.0)
-        result = paired_ratios(args.rounds, off, on, ("limits off", "limits on"))
+        cpu_per_request.clear()
+        labels = ("limits off", "limits off too" if args.calibrate else "limits on")
+        result = paired_ratios(args.rounds, off, on, labels)
     cpu = median(cpu_ratios)
     verdict = "meets" if result >= LIMITS_TARGET else "MISSES"
-    print(f"client={args.client} connections={args.connections} limits on ÷ off: median "
+    compared = "two gateways, limits off on both" if args.calibrate else "limits on ÷ off"
+    print(f"client={args.client} connections={args.connections} {compared}: median "
           f"requests/s ratio {result:.3f} ({verdict} the {LIMITS_TARGET} target); median CPU "
           f"per request ratio {cpu:.3f} (cost {100 * (cpu - 1):+.1f} %)")
     return 0 if result >= LIMITS_TARGET else 1
