@@ -191,8 +191,8 @@ def paired_ratios(
     """Run `base` and `measured` `rounds` times each, in pairs; print each pair; the median ratio.
 
     The pair's order alternates (base first in odd rounds, measured first in even ones), so
-    whatever the first run of a pair leaves the second (the previous process still winding
-    down, its connections closing) is charged to each side equally often."""
+    whatever the first run of a pair leaves the second, whatever its cause, is charged to each
+    side equally often."""
     ratios = []
     for round_no in range(1, rounds + 1):
         if round_no % 2:
