@@ -9,6 +9,7 @@ Both send the same request repeatedly over a fixed number of connections and rep
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import shutil
@@ -128,7 +129,16 @@ def load(url: str, body: bytes, headers: dict[str, str], connections: int, secon
     """Requests/s of POST url with body over `connections` keep-alive connections."""
     if shutil.which("wrk"):
         return _wrk(url, body, headers, connections, seconds)
+    _warn_python_load()
     return asyncio.run(_python_load(url, body, headers, connections, seconds))
+
+
+@functools.cache
+def _warn_python_load() -> None:
+    """Said once per run: this generator takes much of the host's CPU itself, so its ratios are
+    not comparable with wrk's (docs/decisions.md, "A new machine, and the load generator")."""
+    print("harness: wrk is not installed; using the Python load generator, whose ratios are not "
+          "comparable with wrk's (apt-get install wrk)", file=sys.stderr)
 
 
 def _wrk(url: str, body: bytes, headers: dict[str, str], connections: int, seconds: float) -> float:
