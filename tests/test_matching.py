@@ -224,6 +224,44 @@ def test_a_name_is_found_after_text_that_keeps_leaving_it() -> None:
         assert _scanned_names([name, "b" * 9], [text], True) in (None, expected)
 
 
+# Text that keeps coming back to the root right where a name may start again is stepped through
+# densely by the C matcher, for stretches of 256 to 8,192 bytes, before the lead filter skips
+# again: names sit across every change between the two, at a stretch's end, inside runs that are
+# put off, upper-cased; the answer is still the naive one.
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_text_changing_between_dense_and_sparse_agrees_with_the_naive_definition(
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+
+    def dotted(size: int) -> str:
+        return ".".join(rng.choice("ab") for _ in range(size))
+
+    names = [dotted(rng.randint(2, 60)) for _ in range(rng.randint(1, 12))]
+    names += ["report.pdf", "img_0001.jpg", "a" * rng.randint(1, 4)][: rng.randint(0, 3)]
+
+    def piece() -> str:
+        kind = rng.randrange(5)
+        if kind == 0:  # dense: back at the root every few bytes, a name may start anywhere
+            return ".".join(rng.choice(["a", "b", "", "ab"]) for _ in range(rng.randint(1, 3000)))
+        if kind == 1:  # sparse: nothing the lead filter lets through
+            return "the user talked about the trip " * rng.randint(1, 80)
+        name = rng.choice(names)
+        if kind == 2:
+            return name.upper() if rng.random() < 0.3 else name
+        at = rng.randrange(len(name) + 1)
+        return name[:at] if kind == 3 else name[:at] + rng.choice("ab.") + name[at + 1:]
+
+    strings = ["".join(piece() for _ in range(rng.randint(1, 12)))
+               for _ in range(rng.randint(1, 2))]
+    walked = [*strings, "s1"]
+    expected = _naive(names, walked)
+    assert FilenameMatcher(names).find(searchable_text(walked)) == expected
+    if page_scan.AVAILABLE:
+        assert _scanned_names(sorted({n.lower() for n in names}), strings, True) == expected
+
+
 def test_text_sharing_a_names_first_two_bytes_everywhere_is_skipped_yet_the_name_found() -> None:
     # the lead filter reads three bytes: "se" followed by anything but "s" starts no name here,
     # a name of two bytes starts wherever its two do, and one at a string's very end is found

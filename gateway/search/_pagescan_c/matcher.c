@@ -101,15 +101,18 @@ static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) 
 
 /* A row has a cell for each class from 1 on (a byte of class 0 goes to the root without one):
    the next state, with these bits set when that state ends a name or has a suffix that does,
-   when it has a run, and when it is the root or has no row (the scan looks at nothing else on a
-   full row). A next state with a row is given as its row's offset (its number << row_shift),
-   so a step from row to row is one load, its address the cell before it plus the class; the
-   root and states without rows by their number. */
+   when it has a run, when it has no row, and when it is the root (the scan looks at nothing
+   else on a full row). A next state with a row is given as its row's offset (its number <<
+   row_shift), so a step from row to row is one load, its address the cell before it plus the
+   class; states without rows by their number. The root's row is at offset 0, so its cells are
+   the ROOT bit alone: text that keeps coming back to the root can step through it without
+   leaving the rows (see find_names). */
 #define REPORTS 0x80000000u
 #define RUNS 0x40000000u
 #define LEAVES 0x20000000u
-#define FLAGS (REPORTS | RUNS | LEAVES)
-#define STATE_BITS 0x1FFFFFFFu
+#define ROOT 0x10000000u /* the root, whose row is at offset 0: a cell of it is ROOT alone */
+#define FLAGS (REPORTS | RUNS | LEAVES | ROOT)
+#define STATE_BITS 0x0FFFFFFFu
 /* The next state a cell names. */
 static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
     return cell & LEAVES ? cell & STATE_BITS : (cell & STATE_BITS) >> shift;
@@ -397,9 +400,9 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
     for (uint32_t k = 0; k < n_rows; k++) {
         for (uint32_t c = 1; c < n_cls; c++) {
             uint32_t *cell = &m->delta[((size_t)k << shift) + c - 1], next = renamed[*cell];
-            int leaves = next == 0 || next >= n_rows;
+            int leaves = next >= n_rows;
             *cell = (leaves ? next : next << shift) | (states[next].report >= 0 ? REPORTS : 0) |
-                    (m->runs[next] ? RUNS : 0) | (leaves ? LEAVES : 0);
+                    (m->runs[next] ? RUNS : 0) | (leaves ? LEAVES : 0) | (next == 0 ? ROOT : 0);
         }
     }
     PyMem_RawFree(m->states);
@@ -583,6 +586,17 @@ static inline Py_ssize_t report(const State *states, uint32_t state, Marks *mark
     return n_hits;
 }
 
+/* Text that comes back to the root this close to where the root leaves it again, this many
+   times running, is stepped through densely for a while (at first DENSE_MIN bytes, twice as
+   many each time it comes back to that, at most DENSE_MAX; back to DENSE_MIN once the root skips
+   far): there the lead filter finds nothing to skip and leaving the rows costs more than a load
+   a byte. */
+#define NEAR_BYTES 8
+#define NEAR_TIMES 4
+#define FAR_BYTES 64
+#define DENSE_MIN 256
+#define DENSE_MAX 8192
+
 /* Mark the names occurring in text[0:len] (lower-cased on the way when `fold`). Runs without
    the GIL: touches only the automaton (read only) and `marks` (this call's). */
 static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssize_t len, int fold,
@@ -598,18 +612,23 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     uint32_t state = 0;
     /* A run walk that stops short puts the next ones off by `gap` bytes, twice as many each
        time (until one goes through): text that keeps leaving names costs one load a byte.
-       Meanwhile the rows' loop ignores RUNS (`look`) and stops at byte `retry` (`stop`). */
-    Py_ssize_t i = 0, retry = 0, gap = RUN_MIN, stop = len;
+       Meanwhile the rows' loop ignores RUNS (`look`) until byte `retry`. While the text is
+       dense (until byte `dense_until`), the rows' loop steps through the root's row as through
+       any other. The loop stops at `stop`, the nearer of the two, to end either. */
+    Py_ssize_t i = 0, retry = len, gap = RUN_MIN, stop = len, dense_until = 0;
+    Py_ssize_t span = DENSE_MIN;
+    int near = 0, dense = 0;
     uint32_t look = FLAGS;
     for (;;) {
         int walk;
         if (state < n_rows) {
             uint32_t next, c = 1;
             if (state == 0) { /* the root stays put on every byte it has no edge for */
+                Py_ssize_t from = i;
 #ifdef LEAD_SKIP
-                while (leads) { /* to where a name may start: a few bytes one at a time (text
-                                   that comes back to names soon pays no vector set-up), then
-                                   sixteen at a time */
+                while (leads && !dense) { /* to where a name may start: a few bytes one at a
+                                   time (text that comes back to names soon pays no vector
+                                   set-up), then sixteen at a time */
                     Py_ssize_t last = len - (LEAD_BYTES - 1), few = i + 8 < last ? i + 8 : last;
                     while (i < few && !may_start(leads, text[i], text[i + 1], text[i + 2])) i++;
                     if (i >= few && i + LEAD_BLOCK <= len) i = lead_skip(leads, text, i, len);
@@ -619,6 +638,18 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
 #endif
                 while (i < len && !moves[text[i]]) i++;
                 if (i == len) break;
+                if (!dense) {
+                    if (i - from >= NEAR_BYTES) {
+                        near = 0;
+                        if (i - from >= FAR_BYTES) span = DENSE_MIN;
+                    } else if (++near >= NEAR_TIMES) { /* dense for a while */
+                        near = 0;
+                        dense = 1;
+                        dense_until = len - i > span ? i + span : len;
+                        if (dense_until < stop) stop = dense_until;
+                        if (span < DENSE_MAX) span *= 2;
+                    }
+                }
                 /* the root's row: this load waits on no other, so that the way back from the
                    last excursion and this one overlap */
                 next = delta[cls[text[i++]] - 1];
@@ -627,18 +658,27 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             }
             /* full rows: one load a byte (the cell is the next row's offset), until a cell says
                to look at its state; a byte of no name goes back to the root without one. A run
-               while walks are put off is stepped through. */
+               while walks are put off is stepped through; while the text is dense, the root's
+               row too (its offset 0 once the ROOT bit is masked off). */
             for (;;) {
-                while (!(next & FLAGS) && i < stop) {
-                    if (!(c = cls[text[i++]])) break;
-                    next = (delta + (c - 1))[next];
+                if (dense) {
+                    while (!(next & (FLAGS & ~ROOT)) && i < stop) {
+                        if (!(c = cls[text[i++]])) break;
+                        next = (delta + (c - 1))[next & STATE_BITS];
+                    }
+                } else {
+                    while (!(next & FLAGS) && i < stop) {
+                        if (!(c = cls[text[i++]])) break;
+                        next = (delta + (c - 1))[next];
+                    }
                 }
-                if (!c || (next & look) || i >= stop) break;
+                if (!c || (next & look & ~(dense ? ROOT : 0)) || i >= stop) break;
                 next &= ~RUNS;
             }
             if (!c) next = 0;
             state = cell_state(next, shift);
-            if (state == 0 && !(next & RUNS)) continue; /* (the root reports nothing) */
+            if (state == 0 && !(next & RUNS) && i < stop) continue; /* (the root reports
+                                                                        nothing) */
             if (next & REPORTS) n_hits = report(states, state, marks, stamp, n_hits);
             walk = (next & RUNS) != 0;
         } else { /* states without rows, a byte at a time, until one has a row, reports or
@@ -652,9 +692,13 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             walk = runs[state] != 0;
         }
         if (i == len) break;
-        if (stop < len && i >= retry) { /* the walks put off resume */
-            stop = len;
-            look = FLAGS;
+        if (i >= stop) { /* the walks put off resume, or the dense stretch ends */
+            if (i >= retry) {
+                retry = len;
+                look = FLAGS;
+            }
+            if (dense && i >= dense_until) dense = 0;
+            stop = dense && dense_until < retry ? dense_until : retry;
         }
         if (!walk || look != FLAGS) continue;
         /* down the name's next bytes, several at a time, while the text follows them (none of
@@ -668,7 +712,8 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             gap = RUN_MIN;
         } else {
             retry = i + gap;
-            stop = retry < len ? retry : len;
+            if (retry > len) retry = len;
+            if (retry < stop) stop = retry;
             look = FLAGS & ~RUNS;
             if (gap < GAP_MAX) gap *= 2;
         }
