@@ -45,7 +45,9 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 
 @contextmanager
-def process(args: list[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+def process(
+    args: list[str], env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # logs are written, not read
     try:
@@ -72,7 +74,7 @@ def gateway(
 @contextmanager
 def gateway_process(
     upstream_url: str, extra_env: dict[str, str] | None = None, serve: list[str] | None = None
-) -> Iterator[tuple[str, str, subprocess.Popen]]:
+) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """Like `gateway`, also yielding the process (for memory measurements)."""
     with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
         port = free_port()

@@ -279,8 +279,9 @@ def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:
     body = json.dumps(search_page()).encode()
     rows = {
         f"bench-session-{s}": [
-            {"name": filename(s, i), "content_type": "image/png",
-             "internal_uri": f"https://cdn.example/{filename(s, i)}"} for i in range(ATTACHMENTS)
+            {"id": f"att_{s}_{i}", "name": filename(s, i), "content_type": "image/png",
+             "internal_uri": f"https://cdn.example/{filename(s, i)}", "source": "memory_add_uri"}
+            for i in range(ATTACHMENTS)
         ] for s in range(SESSIONS)
     }
     c_scan = page_scan.scan
@@ -290,15 +291,15 @@ def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:
     none: frozenset[tuple[str, str, str]] = frozenset()
 
     def c_path() -> tuple[bytes, int]:
-        return scanned_answer(c_scan(body, False), none, c_matchers, "default", "default")
+        return scanned_answer(c_scan(body, False), none, c_matchers)
 
     def alt_path() -> tuple[bytes, int]:
-        return scanned_answer(scan(body, False), none, alt_matchers, "default", "default")
+        return scanned_answer(scan(body, False), none, alt_matchers)
 
     def python_path() -> tuple[bytes, int]:
         answer = jsonio.loads(body)
         items = find_items(answer)
-        return python_answer(answer, items, False, none, alt_matchers, "default", "default")
+        return python_answer(answer, items, False, none, alt_matchers)
 
     answers = {json.dumps(json.loads(path()[0]), sort_keys=True)
                for path in (c_path, alt_path, python_path)}

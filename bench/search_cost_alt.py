@@ -53,7 +53,7 @@ def main() -> int:
         gateways = {}
         for name, serve in PATHS.items():
             url, key = stack.enter_context(gateway(upstream, None, serve))
-            seed(url, key)
+            seed(url, key, stored=False, urls=False)  # client URIs, as search_cost.py by default
             gateways[name] = (url, {"Content-Type": "application/json",
                                     "Authorization": f"Bearer {key}"})
         order = list(PATHS)

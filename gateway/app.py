@@ -139,6 +139,7 @@ class Gateway:
         # Fast pre-check: only paths starting like an owned route go through route matching.
         self._owned_starts = owned_path_starts(self.routes)
         self._route_groups, self._any_start = route_groups(self.routes)
+        self._exact_routes = exact_routes(self.routes)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -336,12 +337,17 @@ class Gateway:
         self.routes.insert(0, route)
         self._owned_starts = owned_path_starts(self.routes)
         self._route_groups, self._any_start = route_groups(self.routes)
+        self._exact_routes = exact_routes(self.routes)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
         """Run the owned route for this request; False when the path is not the gateway's."""
         partial: BaseRoute | None = None
-        first = _first_segment(scope)
-        for route in self._route_groups.get(first, self._any_start):
+        route_path = _route_path(scope)
+        candidates = self._exact_routes.get(route_path)
+        if candidates is None:
+            candidates = self._route_groups.get(route_path[1:].partition("/")[0],
+                                                self._any_start)
+        for route in candidates:
             match, child = route.matches(scope)
             if match is Match.FULL:
                 scope.update(child)
@@ -424,14 +430,34 @@ def route_groups(routes: list[BaseRoute]
     return groups, any_start
 
 
-def _first_segment(scope: Scope) -> str:
-    """The first segment of the path routes match: without the root path, as Starlette's
-    `get_route_path` takes it off."""
+def exact_routes(routes: list[BaseRoute]) -> dict[str, tuple[BaseRoute, ...]]:
+    """For each owned route's path without parameters, the routes that may match that very
+    path, in their order: those whose pattern matches it and those matched by rules of their
+    own. A request to one of these paths (`/memories/search`) tries one or two routes rather
+    than its first segment's group (`route_groups`)."""
+    def may_match(route: BaseRoute, path: str) -> bool:
+        pattern = getattr(route, "path_regex", None)
+        return pattern is None or pattern.match(path) is not None
+
+    static = {path for route in routes
+              if isinstance(path := getattr(route, "path", None), str)
+              and path.startswith("/") and "{" not in path}
+    return {path: tuple(route for route in routes if may_match(route, path)) for path in static}
+
+
+def _route_path(scope: Scope) -> str:
+    """The path routes match: without the root path, as Starlette's `get_route_path` takes
+    it off."""
     path: str = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
         path = path[len(root):]
-    return path[1:].partition("/")[0]
+    return path
+
+
+def _first_segment(scope: Scope) -> str:
+    """The first segment of the path routes match."""
+    return _route_path(scope)[1:].partition("/")[0]
 
 
 def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:

@@ -98,6 +98,19 @@ def _go_float(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+class PlainCounter(Collector):
+    """A counter without labels kept as a plain number, rendered when scraped: it is updated
+    on every search, on the event loop (see RequestStats)."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.value = 0
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self.name, self.documentation, value=self.value)
+
+
 class Metrics:
     """The app's metrics; feature code calls the small methods below, never prometheus directly."""
 
@@ -113,10 +126,9 @@ class Metrics:
             "gateway_attachments_recorded", "Attachment mappings committed, by source",
             ["source"], registry=self.registry,
         )
-        self.matched = Counter(
-            "gateway_attachments_matched", "Attachments attached to search results",
-            registry=self.registry,
-        )
+        self.matched = PlainCounter(
+            "gateway_attachments_matched", "Attachments attached to search results")
+        self.registry.register(self.matched)
         self.resolutions = Counter(
             "gateway_resolutions", "Target resolutions, by resolution mode",
             ["mode"], registry=self.registry,
@@ -138,8 +150,7 @@ class Metrics:
             self.recorded.labels(mapping.source).inc()
 
     def attachments_matched(self, count: int) -> None:
-        if count:
-            self.matched.inc(count)
+        self.matched.value += count
 
     def resolution(self, mode: str) -> None:
         self.resolutions.labels(mode).inc()

@@ -8,7 +8,7 @@ import re
 import pytest
 from starlette.routing import BaseRoute, Match, Route
 
-from gateway.app import _first_segment, route_groups
+from gateway.app import _first_segment, _route_path, exact_routes, route_groups
 from gateway.config import Settings
 from gateway.routes import all_routes
 from gateway.upstream.flavors import FLAVORS
@@ -43,6 +43,7 @@ def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> Non
                                                 "base_url": "http://engine.test"})
     routes = all_routes(settings)
     groups, any_start = route_groups(routes)
+    exact = exact_routes(routes)
     methods = sorted({m for r in routes if isinstance(r, Route) for m in r.methods or ()})
     checked = 0
     for path in paths_for(routes):
@@ -52,8 +53,11 @@ def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> Non
                          "root_path": root}
                 grouped = groups.get(_first_segment(scope), any_start)
                 assert first_match(grouped, scope) == first_match(routes, scope), (method, path)
+                candidates = exact.get(_route_path(scope), grouped)
+                assert first_match(candidates, scope) == first_match(routes, scope), (method, path)
                 checked += 1
     assert checked > 1000
+    assert "/memories/search" in exact and len(exact) > 10  # looked up whole
 
 
 def test_a_route_whose_first_segment_is_a_parameter_is_tried_for_every_path() -> None:
@@ -65,3 +69,15 @@ def test_a_route_whose_first_segment_is_a_parameter_is_tried_for_every_path() ->
     assert groups["a"] == tuple(routes[:2])
     assert groups["c"] == tuple(routes[1:])
     assert any_start == (routes[1],)
+
+
+def test_a_path_without_parameters_tries_only_the_routes_that_may_match_it_in_order() -> None:
+    async def endpoint(request: object) -> None: ...
+
+    routes: list[BaseRoute] = [Route("/a/{x}", endpoint), Route("/a/b", endpoint),
+                               Route("/a/b/c", endpoint), Route("/c", endpoint)]
+    exact = exact_routes(routes)
+    assert exact["/a/b"] == tuple(routes[:2])  # the parameter's route comes first, as it did
+    assert exact["/a/b/c"] == (routes[2],)
+    assert exact["/c"] == (routes[3],)
+    assert "/a/{x}" not in exact
