@@ -136,10 +136,7 @@ class Gateway:
         self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
-        # Fast pre-check: only paths starting like an owned route go through route matching.
-        self._owned_starts = owned_path_starts(self.routes)
-        self._route_groups, self._any_start = route_groups(self.routes)
-        self._exact_routes = exact_routes(self.routes)
+        self._index = RouteIndex(self.routes)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -327,7 +324,7 @@ class Gateway:
         # route's user field is checked once that user is known (acting.settle_user).
         if user and await self.services.erased_users.is_refused(user):
             raise Unauthorized("this user's data was erased")
-        if path.startswith(self._owned_starts) and await self._route(scope, receive, send, path):
+        if path.startswith(self._index.starts) and await self._route(scope, receive, send, path):
             return
         scope[ROUTE_KEY] = PROXY_ROUTE
         await self.services.proxy(scope, receive, send, user, request_id)
@@ -335,19 +332,12 @@ class Gateway:
     def add_route(self, route: BaseRoute) -> None:
         """Serve `route` before every other owned route (tests add failing ones)."""
         self.routes.insert(0, route)
-        self._owned_starts = owned_path_starts(self.routes)
-        self._route_groups, self._any_start = route_groups(self.routes)
-        self._exact_routes = exact_routes(self.routes)
+        self._index = RouteIndex(self.routes)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
         """Run the owned route for this request; False when the path is not the gateway's."""
         partial: BaseRoute | None = None
-        route_path = _route_path(scope)
-        candidates = self._exact_routes.get(route_path)
-        if candidates is None:
-            candidates = self._route_groups.get(route_path[1:].partition("/")[0],
-                                                self._any_start)
-        for route in candidates:
+        for route in self._index.candidates(scope):
             match, child = route.matches(scope)
             if match is Match.FULL:
                 scope.update(child)
@@ -455,9 +445,22 @@ def _route_path(scope: Scope) -> str:
     return path
 
 
-def _first_segment(scope: Scope) -> str:
-    """The first segment of the path routes match."""
-    return _route_path(scope)[1:].partition("/")[0]
+class RouteIndex:
+    """The owned routes, indexed so that a request tries only those that may match its path,
+    in their order: the same route, and the same method error, as trying them all."""
+
+    def __init__(self, routes: list[BaseRoute]) -> None:
+        # Fast pre-check: only paths starting like an owned route go through route matching.
+        self.starts = owned_path_starts(routes)
+        self.groups, self.any_start = route_groups(routes)
+        self.exact = exact_routes(routes)
+
+    def candidates(self, scope: Scope) -> tuple[BaseRoute, ...]:
+        path = _route_path(scope)
+        found = self.exact.get(path)
+        if found is None:
+            found = self.groups.get(path[1:].partition("/")[0], self.any_start)
+        return found
 
 
 def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
-"""The owned routes are matched among those their path's first segment allows (gateway/app.py
-`route_groups`): always the route, and the method error, that trying them all would give."""
+"""The owned routes are matched among those their whole path or its first segment allows
+(gateway/app.py `RouteIndex`): always the route, and the method error, that trying them all
+would give."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import pytest
 from starlette.routing import BaseRoute, Match, Route
 
-from gateway.app import _first_segment, _route_path, exact_routes, route_groups
+from gateway.app import RouteIndex, _route_path, exact_routes, route_groups
 from gateway.config import Settings
 from gateway.routes import all_routes
 from gateway.upstream.flavors import FLAVORS
@@ -43,7 +44,7 @@ def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> Non
                                                 "base_url": "http://engine.test"})
     routes = all_routes(settings)
     groups, any_start = route_groups(routes)
-    exact = exact_routes(routes)
+    index = RouteIndex(routes)
     methods = sorted({m for r in routes if isinstance(r, Route) for m in r.methods or ()})
     checked = 0
     for path in paths_for(routes):
@@ -51,13 +52,13 @@ def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> Non
             for root in ("", "/gw"):
                 scope = {"type": "http", "method": method, "path": root + path,
                          "root_path": root}
-                grouped = groups.get(_first_segment(scope), any_start)
-                assert first_match(grouped, scope) == first_match(routes, scope), (method, path)
-                candidates = exact.get(_route_path(scope), grouped)
-                assert first_match(candidates, scope) == first_match(routes, scope), (method, path)
+                expected = first_match(routes, scope)
+                first = _route_path(scope)[1:].partition("/")[0]
+                assert first_match(groups.get(first, any_start), scope) == expected, (method, path)
+                assert first_match(index.candidates(scope), scope) == expected, (method, path)
                 checked += 1
     assert checked > 1000
-    assert "/memories/search" in exact and len(exact) > 10  # looked up whole
+    assert "/memories/search" in index.exact and len(index.exact) > 10  # looked up whole
 
 
 def test_a_route_whose_first_segment_is_a_parameter_is_tried_for_every_path() -> None:
