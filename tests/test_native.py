@@ -93,7 +93,7 @@ async def test_connections_are_reused_after_a_complete_response() -> None:
             response = await request(client, "POST", "/x", b"n%d" % i)
             assert response.status == 200
             assert await response.read() == b"echo:n%d" % i
-            response.release()
+            response.release_connection()
         client.close()
     assert server.connections == 1
 
@@ -107,7 +107,7 @@ async def test_streamed_request_body_without_length_is_sent_chunked() -> None:
         client = pool(url)
         response = await request(client, "POST", "/up", body())
         assert await response.read() == b"echo:" + b"a" * 70_000 + b"b" * 70_000 + b"c"
-        response.release()
+        response.release_connection()
         client.close()
 
 
@@ -127,7 +127,7 @@ async def test_chunked_response_is_streamed_in_order() -> None:
         response = await request(client, "GET", "/s", None)
         received = [chunk async for chunk in response.chunks()]
         assert b"".join(received) == b"".join(b"%03d" % i * 1000 for i in range(50))
-        response.release()
+        response.release_connection()
         client.close()
 
 
@@ -141,7 +141,7 @@ async def test_body_delimited_by_connection_close() -> None:
         client = pool(url)
         response = await request(client, "GET", "/", None)
         assert await response.read() == b"all of it"
-        response.release()
+        response.release_connection()
         client.close()
 
 
@@ -207,7 +207,7 @@ async def test_head_response_with_length_has_no_body_and_is_not_reused() -> None
         assert response.status == 200
         assert dict(response.headers)[b"Content-Length"] == b"12345"
         assert await response.read() == b""
-        response.release()
+        response.release_connection()
         assert client._idle == []
 
 
@@ -235,5 +235,62 @@ async def test_request_line_carries_the_target_and_host_the_origin() -> None:
             expected = b"GET %b HTTP/1.1" % target.encode()
             response = await request(client, "GET", target, None)
             assert await response.read() == expected + b"|Host: " + host.encode()
-            response.release()
+            response.release_connection()
         client.close()
+
+
+async def test_a_reused_connection_waits_for_its_own_deadline_not_an_earlier_exchanges() -> None:
+    """The deadline timer of a connection is made once and moved on: the first exchange's
+    timer fires while the second waits, and the second still gets its whole time, then times
+    out at its own deadline."""
+    delays = [0.0, 0.35, 10.0]  # the second answer comes after the first exchange's deadline
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for delay in delays:
+            head, body = await read_request(reader)
+            await asyncio.sleep(delay)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+            await writer.drain()
+
+    loop = asyncio.get_running_loop()
+    server = Server(slow_echo)
+    async with server as url:
+        client = pool(url)
+        first = await request(client, "POST", "/x", b"one", timeout=0.3)
+        assert await first.read() == b"one"
+        first.release_connection()
+        second = await request(client, "POST", "/x", b"two", timeout=0.6)
+        assert await second.read() == b"two"
+        second.release_connection()
+        began = loop.time()
+        with pytest.raises(UpstreamTimeout):
+            await request(client, "POST", "/x", b"three", timeout=0.3)
+        waited = loop.time() - began
+        client.close()
+    assert 0.29 <= waited < 2.0
+    assert server.connections == 1
+
+
+async def test_a_shorter_deadline_after_a_longer_one_is_kept() -> None:
+    """The pending timer is for a later time than the new exchange's deadline: it is moved."""
+    delays = [0.0, 10.0]
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for delay in delays:
+            _, body = await read_request(reader)
+            await asyncio.sleep(delay)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+            await writer.drain()
+
+    loop = asyncio.get_running_loop()
+    async with Server(slow_echo) as url:
+        client = pool(url)
+        first = await request(client, "POST", "/x", b"one", timeout=5.0)
+        assert await first.read() == b"one"
+        first.release_connection()
+        began = loop.time()
+        with pytest.raises(UpstreamTimeout):
+            await request(client, "POST", "/x", b"two", timeout=0.3)
+        waited = loop.time() - began
+        client.close()
+    assert 0.29 <= waited < 2.0

@@ -232,3 +232,76 @@ def test_every_answer_is_written_and_refused_as_uvicorns_own_cycle_does(
                               messages) == expected
 
     asyncio.run(both())
+
+
+# --- keep-alive: one timer per idle stretch ------------------------------------------------------
+
+KEEP_ALIVE_S = 0.3
+
+
+async def _served(timeout_keep_alive: float = KEEP_ALIVE_S) -> tuple[Any, ServedTransport]:
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from gateway.protocol import OneWriteProtocol
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send(start(JSON_HEAD))
+        await send(body(b'{"ok":true}'))
+
+    config = Config(app, http=OneWriteProtocol, lifespan="off", date_header=False,
+                    server_header=False, log_config=None, timeout_keep_alive=timeout_keep_alive)
+    config.load()
+    protocol = OneWriteProtocol(config, ServerState(), app_state={})
+    transport = ServedTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport
+
+
+async def _request(protocol: Any) -> None:
+    protocol.data_received(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}")
+    while protocol.tasks:
+        await asyncio.sleep(0)
+
+
+async def test_an_idle_keep_alive_connection_closes_after_its_timeout() -> None:
+    loop = asyncio.get_running_loop()
+    protocol, transport = await _served()
+    await _request(protocol)
+    answered = loop.time()
+    await asyncio.sleep(KEEP_ALIVE_S * 0.6)
+    assert not transport.closed
+    while not transport.closed and loop.time() - answered < KEEP_ALIVE_S * 5:
+        await asyncio.sleep(0.01)
+    assert transport.closed
+    assert loop.time() - answered >= KEEP_ALIVE_S - 0.01
+    assert transport.writes[-2:] == [HEAD_BYTES + b'{"ok":true}', b"<close>"]
+
+
+async def test_a_connection_in_use_outlives_the_timeout_and_closes_a_timeout_after_its_last_answer(
+) -> None:
+    """The first answer's timer fires while later requests keep the connection busy or only
+    briefly idle: it waits for the rest of the latest idle stretch instead of closing."""
+    loop = asyncio.get_running_loop()
+    protocol, transport = await _served()
+    began = loop.time()
+    while loop.time() - began < KEEP_ALIVE_S * 2.5:  # a request every third of the timeout
+        await _request(protocol)
+        assert not transport.closed
+        await asyncio.sleep(KEEP_ALIVE_S / 3)
+    await _request(protocol)
+    last = loop.time()
+    while not transport.closed and loop.time() - last < KEEP_ALIVE_S * 5:
+        await asyncio.sleep(0.01)
+    assert transport.closed
+    assert loop.time() - last >= KEEP_ALIVE_S - 0.01
+    assert transport.writes.count(b"<close>") == 1
+
+
+async def test_a_lost_connection_leaves_no_keep_alive_timer() -> None:
+    protocol, transport = await _served()
+    await _request(protocol)
+    assert protocol.timeout_keep_alive_task is not None
+    protocol.connection_lost(None)
+    assert protocol.timeout_keep_alive_task is None

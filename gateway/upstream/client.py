@@ -22,9 +22,9 @@ import json
 import logging
 import ssl
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 import h11
 import httpx
@@ -70,6 +70,14 @@ def tls_context() -> ssl.SSLContext:
 class UpstreamResponse(ABC):
     status: int
     headers: list[tuple[bytes, bytes]]
+    # Frees the client's pool slot this answer holds (set by `UpstreamClient.send`); called
+    # once, by `release()`.
+    _free_slot: Callable[[], None] | None = None
+
+    def _release_slot(self) -> None:
+        free, self._free_slot = self._free_slot, None
+        if free is not None:
+            free()
 
     @property
     def content_length(self) -> int | None:
@@ -117,7 +125,7 @@ class UpstreamResponse(ABC):
 
     @abstractmethod
     async def release(self) -> None:
-        """Give the connection back to the pool (idempotent)."""
+        """Give the connection back to the pool and free the pool slot (idempotent)."""
 
 
 class UpstreamClient(ABC):
@@ -160,7 +168,8 @@ class UpstreamClient(ABC):
             self._slots.release()
             raise
         UPSTREAM_STATUS.set(response.status)
-        return _SlotReleasing(response, self._slots)
+        response._free_slot = self._slots.release
+        return response
 
     async def call(
         self, method: str, path: str, headers: Headers, body: bytes | None
@@ -210,47 +219,17 @@ class UpstreamClient(ABC):
         ...
 
 
-class _SlotReleasing(UpstreamResponse):
-    """Wraps a response so that releasing it also frees its pool slot exactly once."""
-
-    def __init__(self, inner: UpstreamResponse, slots: asyncio.Semaphore) -> None:
-        self._inner = inner
-        self._slots: asyncio.Semaphore | None = slots
-        self.status = inner.status
-        self.headers = inner.headers
-
-    async def read(self) -> bytes:
-        return await self._inner.read()
-
-    def chunks(self) -> AsyncIterator[bytes]:
-        return self._inner.chunks()
-
-    async def release(self) -> None:
-        try:
-            await self._inner.release()
-        finally:
-            if self._slots is not None:
-                self._slots.release()
-                self._slots = None
-
-
 # --- the built-in HTTP/1.1 client (default) ------------------------------------------------
 
 
-class _Http1Response(UpstreamResponse):
-    def __init__(self, response: Http1Response) -> None:
-        self._response = response
-        self.status = response.status
-        self.headers = response.headers
-
-    async def read(self) -> bytes:
-        return await self._response.read()
-
-    def chunks(self) -> AsyncIterator[bytes]:
-        return self._response.chunks()
+class _Http1Response(Http1Response, UpstreamResponse):
+    """The native pool's answer as an `UpstreamResponse`: one object per exchange."""
 
     async def release(self) -> None:
-        self._response.release()
+        try:
+            self.release_connection()
+        finally:
+            self._release_slot()
 
 
 class Http1Upstream(UpstreamClient):
@@ -263,6 +242,7 @@ class Http1Upstream(UpstreamClient):
                 connect_timeout=settings.connect_timeout_s,
                 keepalive_expiry=settings.keepalive_expiry_s,
                 ssl_context=tls_context() if self.origin.scheme == "https" else None,
+                response_type=_Http1Response,
             )
         )
 
@@ -270,7 +250,9 @@ class Http1Upstream(UpstreamClient):
         self, method: str, target: str, headers: Headers, body: Body, deadline: float
     ) -> UpstreamResponse:
         assert self._pool is not None  # send() refuses to run without an origin
-        return _Http1Response(await self._pool.request(method, target, headers, body, deadline))
+        # The pool answers with `_Http1Response`, the type it was made with.
+        return cast(_Http1Response,
+                    await self._pool.request(method, target, headers, body, deadline))
 
     async def aclose(self) -> None:
         if self._pool is not None:
@@ -353,8 +335,11 @@ class _HttpxResponse(UpstreamResponse):
             parser.send_failed()
 
     async def release(self) -> None:
-        self._keep_nothing_unread()
-        await self._response.aclose()
+        try:
+            self._keep_nothing_unread()
+            await self._response.aclose()
+        finally:
+            self._release_slot()
 
 
 def _h11_connection(response: httpx.Response) -> h11.Connection | None:
