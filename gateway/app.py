@@ -243,7 +243,9 @@ class Gateway:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"]
+                # Names of other lengths are not lowered: most headers are not this one.
+                headers = [h for h in message.get("headers", ())
+                           if len(h[0]) != 12 or h[0].lower() != b"x-request-id"]
                 headers.append(request_id_header)
                 limit_headers = scope.get(LIMIT_HEADERS_KEY)
                 if limit_headers:

@@ -33,13 +33,22 @@ class JsonFormatter(logging.Formatter):
 
     _second = -1
     _prefix = ""
+    # (millisecond, its stamp) of the latest line: at thousands of lines a second many share
+    # one. One tuple, so a thread never pairs one line's millisecond with another's stamp.
+    _latest: tuple[int, str] = (-1, "")
 
     def _time(self, created: float) -> str:
-        second = int(created)
+        millisecond = int(created * 1000)
+        latest = self._latest
+        if latest[0] == millisecond:
+            return latest[1]
+        second, fraction = divmod(millisecond, 1000)
         if second != self._second:  # most lines share their second with the previous one
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
-        return f"{self._prefix}.{int((created - second) * 1000):03d}Z"
+        stamp = f"{self._prefix}.{fraction:03d}Z"
+        self._latest = (millisecond, stamp)
+        return stamp
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {

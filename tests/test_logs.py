@@ -179,3 +179,16 @@ def test_a_stalled_log_reader_drops_lines_instead_of_blocking() -> None:
     assert lines[0]["message"] == "line 0"
     assert any("dropped" in line["message"] for line in lines)
     assert len(lines) <= 8
+
+
+def test_line_times_are_utc_to_the_millisecond_also_when_lines_share_one() -> None:
+    from gateway.logs import JsonFormatter
+
+    stamp = JsonFormatter()._time
+    moments = [1764770400.0, 1764770400.0004, 1764770400.0012, 1764770400.9995, 1764770401.25,
+               1764770401.2501, 1764770399.5]
+    for created in moments:
+        expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(created)))
+        assert stamp(created) == f"{expected}.{int(created * 1000) % 1000:03d}Z"
+    assert stamp(1764770400.0004) == stamp(1764770400.0001)  # one millisecond, one stamp
+    assert stamp(1764770400.0012) != stamp(1764770400.0004)

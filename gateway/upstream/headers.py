@@ -104,10 +104,14 @@ def upstream_headers(
 
 def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """An upstream answer's headers minus hop-by-hop ones (and those Connection names)."""
-    dropped = HOP_BY_HOP
-    for key, _ in headers:
-        if key.lower() == b"connection":
-            dropped = HOP_BY_HOP | _connection_named(headers)
-            break
-    return [(key, value) for key, value in ((k.lower(), v) for k, v in headers)
-            if key not in dropped]
+    kept = []
+    for key, value in headers:
+        key = key.lower()
+        if key in HOP_BY_HOP:
+            if key == b"connection":  # rare: the headers it names are hop-by-hop too
+                dropped = HOP_BY_HOP | _connection_named(headers)
+                return [(key, value) for key, value in ((k.lower(), v) for k, v in headers)
+                        if key not in dropped]
+            continue
+        kept.append((key, value))
+    return kept
