@@ -66,6 +66,9 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
 }
 
 static inline int buf_put(Buf *b, const void *s, Py_ssize_t n) {
+    /* Nothing to add: an empty buffer's data may still be NULL, and memcpy's arguments must
+       not be, even for no bytes (UBSan). */
+    if (n <= 0) return 0;
     if (buf_reserve(b, n) < 0) return -1;
     memcpy(b->data + b->len, s, (size_t)n);
     b->len += n;
