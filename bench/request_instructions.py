@@ -44,43 +44,17 @@ CONNECTIONS = 16
 WARM_UP = 800
 
 
-class _UpstreamTransport:
-    """The engine's side of one upstream connection: every request is answered at once."""
+class _MemoryTransport:
+    """What the protocols ask of a socket transport, in memory; `write` is each side's own."""
 
-    def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self.protocol, self.loop, self.closing = protocol, loop, False
-
-    def write(self, data: bytes) -> None:
-        self.loop.call_soon(self.protocol.data_received, UPSTREAM_ANSWER)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
-
-
-class _ClientTransport:
-    """A client connection to the gateway: what is written to it is the answer."""
-
-    def __init__(self) -> None:
-        self.closing = False
-        self.answered: asyncio.Future[bytes] | None = None
+    closing = False
+    extra: dict[str, Any] = {}
 
     def write(self, data: bytes) -> None:
-        if self.answered is not None and not self.answered.done():
-            self.answered.set_result(data)
+        raise NotImplementedError
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}.get(name,
-                                                                                        default)
+        return self.extra.get(name, default)
 
     def is_closing(self) -> bool:
         return self.closing
@@ -96,6 +70,29 @@ class _ClientTransport:
 
     def get_write_buffer_size(self) -> int:
         return 0
+
+
+class _UpstreamTransport(_MemoryTransport):
+    """The engine's side of one upstream connection: every request is answered at once."""
+
+    def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.protocol, self.loop = protocol, loop
+
+    def write(self, data: bytes) -> None:
+        self.loop.call_soon(self.protocol.data_received, UPSTREAM_ANSWER)
+
+
+class _ClientTransport(_MemoryTransport):
+    """A client connection to the gateway: what is written to it is the answer."""
+
+    extra = {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}
+
+    def __init__(self) -> None:
+        self.answered: asyncio.Future[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.answered is not None and not self.answered.done():
+            self.answered.set_result(data)
 
 
 async def serve_requests(total: int, access_log: bool) -> None:

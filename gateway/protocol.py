@@ -154,9 +154,8 @@ class OneWriteProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._idle_since = None
         self.flow.resume_reading()
-        if self.pipeline:  # a pipelined request waits: start it
+        if self.pipeline:  # a pipelined request waits (its bytes left the connection busy)
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
             return

@@ -239,21 +239,26 @@ async def test_request_line_carries_the_target_and_host_the_origin() -> None:
         client.close()
 
 
-async def test_a_reused_connection_waits_for_its_own_deadline_not_an_earlier_exchanges() -> None:
-    """The deadline timer of a connection is made once and moved on: the first exchange's
-    timer fires while the second waits, and the second still gets its whole time, then times
-    out at its own deadline."""
-    delays = [0.0, 0.35, 10.0]  # the second answer comes after the first exchange's deadline
+def delayed_echo(delays: list[float]) -> Handler:
+    """A keep-alive echo that answers its n-th request after `delays[n]` seconds."""
 
-    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for delay in delays:
-            head, body = await read_request(reader)
+            _, body = await read_request(reader)
             await asyncio.sleep(delay)
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
             await writer.drain()
 
+    return handler
+
+
+async def test_a_reused_connection_waits_for_its_own_deadline_not_an_earlier_exchanges() -> None:
+    """The deadline timer of a connection is made once and moved on: the first exchange's
+    timer fires while the second waits, and the second still gets its whole time, then times
+    out at its own deadline."""
     loop = asyncio.get_running_loop()
-    server = Server(slow_echo)
+    # the second answer comes after the first exchange's deadline
+    server = Server(delayed_echo([0.0, 0.35, 10.0]))
     async with server as url:
         client = pool(url)
         first = await request(client, "POST", "/x", b"one", timeout=0.3)
@@ -273,17 +278,8 @@ async def test_a_reused_connection_waits_for_its_own_deadline_not_an_earlier_exc
 
 async def test_a_shorter_deadline_after_a_longer_one_is_kept() -> None:
     """The pending timer is for a later time than the new exchange's deadline: it is moved."""
-    delays = [0.0, 10.0]
-
-    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for delay in delays:
-            _, body = await read_request(reader)
-            await asyncio.sleep(delay)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
-            await writer.drain()
-
     loop = asyncio.get_running_loop()
-    async with Server(slow_echo) as url:
+    async with Server(delayed_echo([0.0, 10.0])) as url:
         client = pool(url)
         first = await request(client, "POST", "/x", b"one", timeout=5.0)
         assert await first.read() == b"one"

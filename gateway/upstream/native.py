@@ -38,11 +38,11 @@ PAUSE_READING_ABOVE = 512 * 1024  # buffered response bytes before the socket is
 MAX_RESPONSE_HEADERS = 100
 MAX_RESPONSE_HEAD_BYTES = 64 * 1024
 _SKIPPED_REQUEST_HEADERS = frozenset({"content-length", "transfer-encoding", "expect", "host"})
-# Request header names seen, by spelling: whether each is one of the skipped ones. The names
-# are the same few strings request after request (their hash is kept with them), so a lookup
-# here is cheaper than lowering each one; bounded, cleared when full.
-_SKIPPED_BY_SPELLING: dict[str, bool] = {}
-_SPELLINGS_LIMIT = 1024
+# Request header names seen, lowered, by spelling: the names are the same few strings request
+# after request (their hash is kept with them), so a lookup here is cheaper than lowering each
+# one; bounded, cleared when full.
+_LOWERED: dict[str, str] = {}
+_LOWERED_LIMIT = 1024
 
 
 class RefusedAnswer(UpstreamUnavailable):
@@ -418,16 +418,15 @@ class Http1Pool:
         """
         lines = [f"{method} {target} HTTP/1.1\r\n", self._host_line]
         declared_length: str | None = None
-        skipped_by_spelling = _SKIPPED_BY_SPELLING
+        lowered_names = _LOWERED
         for name, value in headers:
-            skipped = skipped_by_spelling.get(name)
-            if skipped is None:
-                skipped = name.lower() in _SKIPPED_REQUEST_HEADERS
-                if len(skipped_by_spelling) >= _SPELLINGS_LIMIT:
-                    skipped_by_spelling.clear()
-                skipped_by_spelling[name] = skipped
-            if skipped:
-                if name.lower() == "content-length":
+            lowered = lowered_names.get(name)
+            if lowered is None:
+                if len(lowered_names) >= _LOWERED_LIMIT:
+                    lowered_names.clear()
+                lowered = lowered_names[name] = name.lower()
+            if lowered in _SKIPPED_REQUEST_HEADERS:
+                if lowered == "content-length":
                     declared_length = value
                 continue
             lines.append(f"{name}: {value}\r\n")
