@@ -37,7 +37,8 @@ TARGET = 2.0
 
 
 @contextmanager
-def gateway_with_keys(upstream: str, env_extra: dict[str, str]) -> Iterator[tuple[str, dict]]:
+def gateway_with_keys(upstream: str, env_extra: dict[str, str]
+                      ) -> Iterator[tuple[str, dict[str, str]]]:
     """A gateway process and one key per user of USERS."""
     with tempfile.TemporaryDirectory(prefix="mgw-flood-") as tmp:
         port = free_port()

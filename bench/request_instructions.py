@@ -15,7 +15,15 @@ and the event loop's own C (docs/decisions.md, "Where a pass-through's CPU goes"
 gives the same count within about 1 % (the API key and timer firings differ between runs).
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
-        [--access-log]
+        [--access-log] [--route get|page|search] [--profile]
+
+`--route` picks the request: `get` (default) a small `/api/v2/memory/get` pass-through; `page`
+the search benchmark's page of 50 episodes (bench/search_cost.py) passed through unchanged
+(`POST /bench/page`, opened by `upstream.allow_paths`); `search` the same page answered by
+`/memories/search` (scanned, matched against 10 sessions of 200 attachments, re-written).
+`search` ÷ `page` is the search's cost over the pass-through of the same page without the
+kernel's share. `--profile` runs the requests once under cProfile instead (no valgrind) and
+prints the 30 functions with the most time of their own.
 
 With several `--trees`, each is counted in turn with this checkout's interpreter; a tree is a
 checkout or `git archive` of the project (its C extension is not needed).
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -37,9 +46,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BODY = b'{"user_id": "bench", "memory_type": "episode", "page_size": 5}'
 ANSWER = b'{"request_id":"bench","data":{"memories":[],"total_count":0,"page":1},"user_id":"bench"}'
-UPSTREAM_ANSWER = (b"HTTP/1.1 200 OK\r\ndate: Thu, 03 Dec 2026 14:00:00 GMT\r\nserver: uvicorn\r\n"
-                   b"content-length: %d\r\ncontent-type: application/json\r\n\r\n%b"
-                   % (len(ANSWER), ANSWER))
+
+
+def upstream_answer(body: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ndate: Thu, 03 Dec 2026 14:00:00 GMT\r\nserver: uvicorn\r\n"
+            b"content-length: %d\r\ncontent-type: application/json\r\n\r\n%b"
+            % (len(body), body))
+
+
+UPSTREAM_ANSWER = upstream_answer(ANSWER)
+SEARCH_BODY = b'{"query": "trip", "user_id": "bench"}'
+ROUTES = {"get": b"/api/v2/memory/get", "page": b"/bench/page", "search": b"/memories/search"}
 CONNECTIONS = 16
 WARM_UP = 800
 
@@ -52,6 +69,9 @@ class _MemoryTransport:
 
     def write(self, data: bytes) -> None:
         raise NotImplementedError
+
+    def writelines(self, pieces: Any) -> None:
+        self.write(b"".join(pieces))
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self.extra.get(name, default)
@@ -75,11 +95,15 @@ class _MemoryTransport:
 class _UpstreamTransport(_MemoryTransport):
     """The engine's side of one upstream connection: every request is answered at once."""
 
+    page = UPSTREAM_ANSWER  # the answer to a search or /bench/page (the search page)
+
     def __init__(self, protocol: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.protocol, self.loop = protocol, loop
 
     def write(self, data: bytes) -> None:
-        self.loop.call_soon(self.protocol.data_received, UPSTREAM_ANSWER)
+        line = data[:data.find(b"\r\n")]
+        answer = self.page if b"search" in line or b"/bench/page" in line else UPSTREAM_ANSWER
+        self.loop.call_soon(self.protocol.data_received, answer)
 
 
 class _ClientTransport(_MemoryTransport):
@@ -89,13 +113,43 @@ class _ClientTransport(_MemoryTransport):
 
     def __init__(self) -> None:
         self.answered: asyncio.Future[bytes] | None = None
+        self.received = b""
 
     def write(self, data: bytes) -> None:
-        if self.answered is not None and not self.answered.done():
-            self.answered.set_result(data)
+        """Collects an answer's writes; the whole answer (by its content-length) settles it."""
+        self.received += data
+        head_end = self.received.find(b"\r\n\r\n")
+        if head_end < 0 or self.answered is None or self.answered.done():
+            return
+        found = re.search(rb"(?im)^content-length: *(\d+)", self.received[:head_end])
+        if found is None or len(self.received) >= head_end + 4 + int(found.group(1)):
+            self.answered.set_result(self.received)
+            self.received = b""
 
 
-async def serve_requests(total: int, access_log: bool) -> None:
+def seed_search(key: str) -> list[bytes]:
+    """The search benchmark's page as the engine's answer, and the adds that own its files."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import search_cost
+
+    _UpstreamTransport.page = upstream_answer(json.dumps(search_cost.search_page()).encode())
+    adds = []
+    for session in range(search_cost.SESSIONS):
+        body = json.dumps({"session_id": f"bench-session-{session}", "messages": [{
+            "role": "user", "sender_id": "bench", "content": [
+                {"type": "image", "uri": f"https://cdn.example/{search_cost.filename(session, i)}"}
+                for i in range(search_cost.ATTACHMENTS)]}]}).encode()
+        adds.append(request_bytes(b"/memories/add", key, body))
+    return adds
+
+
+def request_bytes(path: bytes, key: str, body: bytes) -> bytes:
+    return (b"POST %b HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+            b"Content-Type: application/json\r\nAuthorization: Bearer %b\r\n"
+            b"Content-Length: %d\r\n\r\n%b" % (path, key.encode(), len(body), body))
+
+
+async def serve_requests(total: int, access_log: bool, route: str = "get") -> None:
     """Start a gateway in this process and answer `total` requests over 16 connections."""
     import uvicorn
     from uvicorn.server import ServerState
@@ -117,16 +171,16 @@ async def serve_requests(total: int, access_log: bool) -> None:
     loop.create_connection = connect  # type: ignore[method-assign,assignment]
     with tempfile.TemporaryDirectory(prefix="mgw-instructions-") as tmp:
         settings = Settings().with_values(
-            upstream={"base_url": "http://127.0.0.1:9"},
+            upstream={"base_url": "http://127.0.0.1:9", "allow_paths": ["POST /bench/page"],
+                      "fetchable_hosts": ["cdn.example"]},
             storage={"root": f"{tmp}/storage", "database": f"{tmp}/gw.db"})
         key = create_key(settings, "bench")
         if access_log:
             logs.configure("info", stream=open(os.devnull, "w"))  # noqa: SIM115
         app = create_app(settings)
         await app.startup()
-        request = (b"POST /api/v2/memory/get HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
-                   b"Content-Type: application/json\r\nAuthorization: Bearer %b\r\n"
-                   b"Content-Length: %d\r\n\r\n%b" % (key.encode(), len(BODY), BODY))
+        request = request_bytes(ROUTES[route], key, BODY if route == "get" else SEARCH_BODY)
+        adds = seed_search(key) if route != "get" else []
         config = uvicorn.Config(app, access_log=False, log_config=None, lifespan="off",
                                 proxy_headers=False, server_header=False,
                                 **uvicorn_options(10.0, 0, 0))
@@ -140,15 +194,17 @@ async def serve_requests(total: int, access_log: bool) -> None:
             protocol.connection_made(transport)  # type: ignore[arg-type]
             connections.append((protocol, transport))
 
-        async def client(protocol: Any, transport: _ClientTransport, count: int) -> None:
-            for _ in range(count):
+        async def client(protocol: Any, transport: _ClientTransport, count: int,
+                         requests: list[bytes] | None = None) -> None:
+            for sent in requests or [request] * count:
                 transport.answered = loop.create_future()
-                protocol.data_received(request)
+                protocol.data_received(sent)
                 answer = await transport.answered
                 if not answer.startswith(b"HTTP/1.1 200 "):
-                    raise RuntimeError(f"unexpected answer {answer[:200]!r}")
+                    raise RuntimeError(f"unexpected answer {answer[:300]!r}")
 
         try:
+            await client(*connections[0], 0, adds)
             for count in (WARM_UP, total):
                 await asyncio.gather(*(client(protocol, transport, count // CONNECTIONS)
                                        for protocol, transport in connections))
@@ -156,24 +212,25 @@ async def serve_requests(total: int, access_log: bool) -> None:
             await app.shutdown()
 
 
-def run_child(total: int, access_log: bool) -> None:
+def run_child(total: int, access_log: bool, route: str) -> None:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve_requests(total, access_log))
+        asyncio.run(serve_requests(total, access_log, route))
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve_requests(total, access_log))
+        runner.run(serve_requests(total, access_log, route))
 
 
-def instructions(tree: Path, total: int, access_log: bool) -> int:
+def instructions(tree: Path, total: int, access_log: bool, route: str) -> int:
     """Instructions valgrind counts for the whole child process serving `total` requests."""
     with tempfile.TemporaryDirectory(prefix="mgw-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(tree),
                "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning"}
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                   sys.executable, str(Path(__file__).resolve()), "--child", str(total)]
+                   sys.executable, str(Path(__file__).resolve()), "--child", str(total),
+                   "--route", route]
         if access_log:
             command.append("--access-log")
         subprocess.run(command, env=env, cwd=tree, check=True, stdout=subprocess.DEVNULL,
@@ -184,6 +241,17 @@ def instructions(tree: Path, total: int, access_log: bool) -> int:
         return int(found.group(1))
 
 
+def profile(total: int, access_log: bool, route: str) -> None:
+    """The requests once under cProfile, in this process: where a request's Python time goes."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, str(ROOT))  # tests.conftest, as the child's PYTHONPATH gives it
+    profiler = cProfile.Profile()
+    profiler.runcall(run_child, total, access_log, route)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,10 +260,17 @@ def main() -> int:
     parser.add_argument("--n2", type=int, default=2500)
     parser.add_argument("--access-log", action="store_true",
                         help="write the access line of each request (to /dev/null)")
+    parser.add_argument("--route", nargs="+", choices=sorted(ROUTES), default=["get"],
+                        help="the requests counted (several: each in turn, ratios to the first)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile --n2 requests of the first route with cProfile instead")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        run_child(args.child, args.access_log)
+        run_child(args.child, args.access_log, args.route[0])
+        return 0
+    if args.profile:
+        profile(args.n2, args.access_log, args.route[0])
         return 0
     if shutil.which("valgrind") is None:
         print("request_instructions: valgrind is not installed (apt-get install valgrind)",
@@ -203,11 +278,13 @@ def main() -> int:
         return 2
     counts = []
     for tree in args.trees:
-        per_request = (instructions(tree, args.n2, args.access_log)
-                       - instructions(tree, args.n1, args.access_log)) / (args.n2 - args.n1)
-        counts.append(per_request)
-        ratio = f"  ({per_request / counts[0]:.3f}× the first)" if len(counts) > 1 else ""
-        print(f"{tree}: {per_request:,.0f} instructions per request{ratio}")
+        for route in args.route:
+            per_request = (instructions(tree, args.n2, args.access_log, route)
+                           - instructions(tree, args.n1, args.access_log, route)
+                           ) / (args.n2 - args.n1)
+            counts.append(per_request)
+            ratio = f"  ({per_request / counts[0]:.3f}× the first)" if len(counts) > 1 else ""
+            print(f"{tree} {route}: {per_request:,.0f} instructions per request{ratio}")
     return 0
 
 

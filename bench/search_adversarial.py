@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import random
 import statistics
@@ -193,7 +194,7 @@ def in_process(rounds: int, path: str) -> bool:
         for name in order if round_no % 2 == 0 else reversed(order):
             body, matchers = prepared[name]
             repeat = max(1, 2_000_000 // len(body)) if path == "scanner" else 3
-            per_byte[name].append(timed(lambda b=body, m=matchers: answer(b, m), repeat)
+            per_byte[name].append(timed(functools.partial(answer, body, matchers), repeat)
                                   / len(body))
     base = statistics.median(per_byte["ordinary"])
     ok = True
@@ -222,7 +223,7 @@ async def _probe(url: str, stop: asyncio.Event, waits: list[float]) -> None:
 async def _search_while_probing(url: str, key: str) -> tuple[float, list[float]]:
     import httpx
 
-    stop, waits = asyncio.Event(), []
+    stop, waits = asyncio.Event(), list[float]()
     probe = asyncio.create_task(_probe(url, stop, waits))
     await asyncio.sleep(0.5)
     waits.clear()  # only the waits during the search

@@ -31,7 +31,7 @@ _GROUPS = (
 )
 
 
-class _Groups(msgspec.Struct):
+class _Groups(msgspec.Struct):  # type: ignore[misc,unused-ignore]
     episodes: list[msgspec.Raw] | None = None
     profiles: list[msgspec.Raw] | None = None
     agent_cases: list[msgspec.Raw] | None = None
@@ -39,11 +39,11 @@ class _Groups(msgspec.Struct):
     unprocessed_messages: list[msgspec.Raw] | None = None
 
 
-class _Envelope(msgspec.Struct):
+class _Envelope(msgspec.Struct):  # type: ignore[misc,unused-ignore]
     data: _Groups | None = None
 
 
-class _Fields(msgspec.Struct):
+class _Fields(msgspec.Struct):  # type: ignore[misc,unused-ignore]
     """The fields a normalised result reads (gateway/search/items.py's `result`)."""
 
     id: Any = None
@@ -187,7 +187,7 @@ class Page:
     def render(
         self, matchers: Mapping[str, Matcher], dropped: AbstractSet[int] | None
     ) -> tuple[bytes, int]:
-        results = []
+        results: list[dict[str, Any]] = []
         matched = 0
         for position, (item_type, raw, f) in enumerate(self.items):
             if dropped and position in dropped:
@@ -256,8 +256,8 @@ def install() -> None:
     from gateway.search import page_scan
 
     page_scan.AVAILABLE = True
-    page_scan.scan = scan  # type: ignore[assignment]
-    page_scan.matcher = matcher  # type: ignore[assignment]
+    page_scan.scan = scan  # type: ignore[assignment,unused-ignore]
+    page_scan.matcher = matcher  # type: ignore[assignment,unused-ignore]
 
 
 def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:

@@ -47,6 +47,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -68,7 +69,7 @@ def filename(session: int, index: int) -> str:
     return f"session{session}-photo-{index:03d}.png"
 
 
-def search_page() -> dict:
+def search_page() -> dict[str, Any]:
     episodes = []
     for i in range(RESULTS):
         session = i % SESSIONS
@@ -137,7 +138,7 @@ def main() -> int:
               f"attachments: {'stored' if args.stored else 'client URIs'}"
               f"{' with urls' if args.urls else ''}")
         upstream = stack.enter_context(fast_upstream(page_file))
-        gateways = {"this checkout": None}
+        gateways: dict[str, list[str] | None] = {"this checkout": None}
         if args.baseline:
             gateways[f"baseline {args.baseline}"] = [
                 "-c", f"import sys; sys.path.insert(0, {str(Path(args.baseline).resolve())!r}); "

@@ -38,9 +38,9 @@ def main(which: str) -> int:
 
         import gateway.protocol
 
-        gateway.protocol.OneWriteProtocol = HttpToolsProtocol  # type: ignore[misc]
+        gateway.protocol.OneWriteProtocol = HttpToolsProtocol  # type: ignore[misc,assignment]
     elif which == "asyncio":
-        cli._run_async = asyncio.run  # type: ignore[assignment]
+        cli._run_async = asyncio.run
     elif which == "granian":
         settings = load_settings()
         os.execv(sys.executable, [

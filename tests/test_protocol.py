@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from gateway.protocol import OneWriteCycle
+from gateway.protocol import JOIN_BELOW, OneWriteCycle
 
 JSON_HEAD = [(b"content-type", b"application/json"), (b"content-length", b"11")]
 
@@ -23,10 +23,17 @@ class RecordingTransport:
 
     def __init__(self) -> None:
         self.writes: list[bytes] = []
+        self.lines: list[tuple[bytes, ...]] = []  # the pieces of each `writelines`
         self.closed = False
 
     def write(self, data: bytes) -> None:
         self.writes.append(bytes(data))
+
+    def writelines(self, pieces: Any) -> None:
+        """One write of several pieces (a writev on uvloop), recorded as their bytes."""
+        pieces = tuple(pieces)
+        self.lines.append(pieces)
+        self.writes.append(b"".join(pieces))
 
     def close(self) -> None:
         self.writes.append(b"<close>")
@@ -82,6 +89,27 @@ async def test_small_answer_is_one_write_of_head_and_body() -> None:
     transport = RecordingTransport()
     await answer(cycle(transport), start(JSON_HEAD), body(b'{"ok":true}'))
     assert transport.writes == [HEAD_BYTES + b'{"ok":true}']
+
+
+async def test_large_answer_is_one_write_of_head_beside_the_body_not_copied() -> None:
+    transport = RecordingTransport()
+    large = b"x" * JOIN_BELOW
+    head = [(b"content-type", b"application/json"),
+            (b"content-length", str(len(large)).encode())]
+    await answer(cycle(transport), start(head), body(large))
+    assert len(transport.writes) == 1 and len(transport.lines) == 1
+    written_head, written_body = transport.lines[0]
+    assert written_head.startswith(b"HTTP/1.1 200 OK\r\n") and written_head.endswith(b"\r\n\r\n")
+    assert written_body is large  # the body object itself, not a copy joined to the head
+
+
+async def test_answer_just_below_the_join_limit_is_joined_to_its_head() -> None:
+    transport = RecordingTransport()
+    small = b"x" * (JOIN_BELOW - 1)
+    head = [(b"content-length", str(len(small)).encode())]
+    await answer(cycle(transport), start(head), body(small))
+    assert transport.lines == [] and len(transport.writes) == 1
+    assert transport.writes[0].endswith(b"\r\n\r\n" + small)
 
 
 async def test_streamed_declared_length_answer_writes_head_with_first_chunk() -> None:
@@ -183,19 +211,23 @@ async def test_serve_answers_two_keep_alive_requests_with_one_write_each() -> No
 _NAMES = [b"content-type", b"Content-Length", b"content-length", b"transfer-encoding",
           b"connection", b"x-request-id", b"bad name", b"bad\x00", b"x-a"]
 _VALUES = [b"application/json", b"11", b"0", b"5", b"abc", b"chunked", b"close",
-           b"keep-alive, Close", b"v\tw", b"bad\r\nvalue", b"\x7f"]
+           b"keep-alive, Close", b"v\tw", b"bad\r\nvalue", b"\x7f", str(JOIN_BELOW).encode()]
+# bodies written beside their head (gateway/protocol.py's JOIN_BELOW) as well as joined to it
+_BODIES = st.one_of(st.binary(max_size=12), st.just(b"y" * JOIN_BELOW))
 
 
 @st.composite
 def _answers(draw: st.DrawFn) -> tuple[str, bool, list[dict[str, Any]]]:
     headers = draw(st.lists(st.tuples(st.sampled_from(_NAMES), st.sampled_from(_VALUES)),
                             max_size=5))
+    if draw(st.integers(0, 3)) == 0:  # often enough, a length a large body may match
+        headers.insert(0, (b"content-length", str(JOIN_BELOW).encode()))
     status = draw(st.sampled_from([200, 201, 204, 304, 404, 500]))
     messages: list[dict[str, Any]] = [start(headers, status)]
-    for chunk in draw(st.lists(st.binary(max_size=12), max_size=3)):
+    for chunk in draw(st.lists(_BODIES, max_size=3)):
         messages.append(body(chunk, more=True))
     if draw(st.booleans()):
-        messages.append(body(draw(st.binary(max_size=12))))
+        messages.append(body(draw(_BODIES)))
     if draw(st.booleans()):  # a message after the answer, or a second start
         messages.append(draw(st.sampled_from([body(b"late"), start(JSON_HEAD)])))
     return (draw(st.sampled_from(["GET", "POST", "HEAD"])), draw(st.booleans()), messages)
