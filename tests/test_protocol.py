@@ -206,6 +206,56 @@ async def test_serve_answers_two_keep_alive_requests_with_one_write_each() -> No
     assert transport.writes == [HEAD_BYTES + b'{"ok":true}'] * 2
 
 
+@pytest.mark.parametrize("loop_factory", ["asyncio", "uvloop"])
+def test_large_answer_arrives_whole_over_a_real_socket(loop_factory: str) -> None:
+    """The head and a large body written with one `writelines` reach a client intact, on
+    both event loops `serve` may run (a socket, not a recording transport)."""
+    import threading
+
+    import httpx
+
+    from gateway.cli import _uvicorn_server
+    from tests.processes import free_port
+
+    large = bytes(range(256)) * (4 * JOIN_BELOW // 256) + b"end"
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send(start([(b"content-type", b"application/octet-stream"),
+                          (b"content-length", str(len(large)).encode())]))
+        await send(body(large))
+
+    port = free_port()
+    server = _uvicorn_server(app, "127.0.0.1", port, "warning")
+    server.config.lifespan = "off"
+
+    def run() -> None:
+        if loop_factory == "uvloop":
+            import uvloop
+
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(server.serve())
+        else:
+            asyncio.run(server.serve())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            threading.Event().wait(0.02)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            for _ in range(3):  # keep-alive: each answer framed as declared
+                answer = client.get("/")
+                assert answer.status_code == 200
+                assert answer.content == large
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 # --- the same answers as uvicorn's own cycle ----------------------------------------------------
 
 _NAMES = [b"content-type", b"Content-Length", b"content-length", b"transfer-encoding",
