@@ -217,6 +217,8 @@ def test_large_answer_arrives_whole_over_a_real_socket(loop_factory: str) -> Non
     from gateway.cli import _uvicorn_server
     from tests.processes import free_port
 
+    if loop_factory == "uvloop":
+        pytest.importorskip("uvloop")  # not installed where `serve` runs on asyncio's loop
     large = bytes(range(256)) * (4 * JOIN_BELOW // 256) + b"end"
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
