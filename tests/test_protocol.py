@@ -244,10 +244,11 @@ def test_large_answer_arrives_whole_over_a_real_socket(loop_factory: str) -> Non
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        for _ in range(200):
-            if server.started:
+        for _ in range(1500):  # up to 30 s on a loaded machine
+            if server.started or not thread.is_alive():
                 break
             threading.Event().wait(0.02)
+        assert server.started, "the server did not start"
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             for _ in range(3):  # keep-alive: each answer framed as declared
                 answer = client.get("/")
