@@ -100,7 +100,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=20_000)
     args = parser.parse_args()
-    guarded = guarded_protocol(10.0, ConnectionCounts(2048, 256))
+    guarded = guarded_protocol(10.0, ConnectionCounts(2048, 256), 65536)
     ratios, plains, guards = [], [], []
     for number in range(1, args.rounds + 1):
         if number % 2:  # which goes first alternates too

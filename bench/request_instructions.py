@@ -113,18 +113,29 @@ class _ClientTransport(_MemoryTransport):
 
     def __init__(self) -> None:
         self.answered: asyncio.Future[bytes] | None = None
-        self.received = b""
+        self.head = b""  # the answer's head so far
+        self.left: int | None = None  # its body bytes still to come, once the head is whole
 
     def write(self, data: bytes) -> None:
-        """Collects an answer's writes; the whole answer (by its content-length) settles it."""
-        self.received += data
-        head_end = self.received.find(b"\r\n\r\n")
-        if head_end < 0 or self.answered is None or self.answered.done():
-            return
-        found = re.search(rb"(?im)^content-length: *(\d+)", self.received[:head_end])
-        if found is None or len(self.received) >= head_end + 4 + int(found.group(1)):
-            self.answered.set_result(self.received)
-            self.received = b""
+        """Counts an answer's bytes without keeping its body (a copy would be counted too);
+        the whole answer, by its content-length, settles `answered` with its head."""
+        if self.left is None:
+            self.head += data
+            end = self.head.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            found = re.search(rb"(?im)^content-length: *(\d+)", self.head[:end])
+            self.left = (int(found.group(1)) if found else 0) - (len(self.head) - end - 4)
+            self.head = self.head[:end]
+        else:
+            self.left -= len(data)
+        if self.left <= 0 and self.answered is not None and not self.answered.done():
+            self.answered.set_result(self.head)
+            self.head, self.left = b"", None
+
+    def writelines(self, pieces: Any) -> None:
+        for piece in pieces:
+            self.write(piece)
 
 
 def seed_search(key: str) -> list[bytes]:
@@ -183,7 +194,7 @@ async def serve_requests(total: int, access_log: bool, route: str = "get") -> No
         adds = seed_search(key) if route != "get" else []
         config = uvicorn.Config(app, access_log=False, log_config=None, lifespan="off",
                                 proxy_headers=False, server_header=False,
-                                **uvicorn_options(10.0, 0, 0))
+                                **uvicorn_options(10.0, 0, 0, 65536))
         config.load()
         state = ServerState()
         connections = []

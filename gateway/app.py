@@ -74,6 +74,11 @@ _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 # worker; not `os.urandom` per request, a system call on every request.
 _request_ids = random.Random()
 os.register_at_fork(after_in_child=_request_ids.seed)
+
+
+def new_request_id() -> str:
+    """A fresh request id (96 random bits in hex), for a request that did not bring one."""
+    return f"{_request_ids.getrandbits(96):024x}"
 ADMIN_PREFIX = "/admin"
 
 class Gateway:
@@ -233,7 +238,7 @@ class Gateway:
         if client_id is not None and _CLIENT_REQUEST_ID.fullmatch(client_id):
             request_id = client_id.decode()
         else:
-            request_id = f"{_request_ids.getrandbits(96):024x}"
+            request_id = new_request_id()
         scope["request_id"] = request_id
         scope["gateway"] = self.services
         status = 0  # the response's, once started

@@ -60,11 +60,11 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
     from gateway.protocol import OneWriteProtocol
 
     # httptools, a small answer's head and body in one write (gateway/protocol.py); with the
-    # guard, also the header timeout and connection caps.
+    # guard, also the header timeout, the cap on a head's size and the connection caps.
     options: dict[str, Any] = {"http": OneWriteProtocol}
     if guard is not None:
         options = uvicorn_options(guard.header_timeout_s, guard.max_connections,
-                                  guard.max_connections_per_client)
+                                  guard.max_connections_per_client, guard.max_head_bytes)
     config = uvicorn.Config(
         app,
         host=host,

@@ -35,6 +35,9 @@ def _setting(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
 
 
+# server.max_head_bytes below this would refuse ordinary requests (a bearer JWT alone is 1-2 KB)
+MIN_HEAD_BYTES = 1024
+
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = _setting("127.0.0.1", "address to listen on")
@@ -59,6 +62,10 @@ class ServerSettings:
     )
     header_timeout_s: float = _setting(
         10.0, "seconds a connection has to send a whole request head, else it is closed"
+    )
+    max_head_bytes: int = _setting(
+        65536, "most bytes of one request head (request line and headers); beyond it 431 "
+        "request_head_too_large and the connection is closed (0 = no cap)"
     )
     max_connections: int = _setting(
         2048, "most open client connections per gateway process; beyond it new ones are "
@@ -527,6 +534,9 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("server.workers: must be at least 1")
     if settings.server.header_timeout_s <= 0:
         raise ConfigError("server.header_timeout_s: must be more than 0")
+    if settings.server.max_head_bytes != 0 and settings.server.max_head_bytes < MIN_HEAD_BYTES:
+        raise ConfigError(f"server.max_head_bytes: must be 0 (no cap) or at least "
+                          f"{MIN_HEAD_BYTES}")
     limits = settings.limits
     if limits.max_parsing_bytes < limits.max_body_bytes:
         raise ConfigError("limits.max_parsing_bytes: must be at least limits.max_body_bytes "

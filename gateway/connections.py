@@ -6,12 +6,15 @@ but keeps the connection), so a client that opens connections and never finishes
 would hold them for ever. `guarded_protocol` returns a subclass of uvicorn's httptools protocol
 that closes a connection on which no request head has completed for `server.header_timeout_s`
 (since it opened, or since its last request) while no request is running, and closes at once a
-connection past `server.max_connections` or `server.max_connections_per_client`. An idle
+connection past `server.max_connections` or `server.max_connections_per_client`. Its heads are
+held to `server.max_head_bytes` (431, gateway/protocol.py): uvicorn has no such limit, and a
+16 MB header reached the app. An idle
 keep-alive connection is closed by uvicorn's own keep-alive timeout (5 s) first. Counts are
 per process: with `server.workers = N` each worker holds its own (docs/scale-out.md).
 
-Nothing is added to the per-request path: each connection is looked at by a timer four times per
-timeout instead (bench/connection_guard.py measures the difference).
+The timeout adds nothing to the per-request path: each connection is looked at by a timer four
+times per timeout instead (bench/connection_guard.py measures the difference); the head's size
+is one addition per chunk received while a head is incomplete.
 """
 
 from __future__ import annotations
@@ -78,12 +81,16 @@ def _client_host(transport: asyncio.BaseTransport) -> str:
     return ""  # a Unix socket: one client
 
 
-def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[HttpToolsProtocol]:
+def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts,
+                     max_head_bytes: int = 0) -> type[HttpToolsProtocol]:
     """The gateway's httptools protocol (one write per answer, gateway/protocol.py) with a
-    header-read deadline and the connection caps."""
+    header-read deadline, a cap on a request head's size and the connection caps."""
     check_every = header_timeout_s / CHECKS_PER_TIMEOUT
 
+    head_cap = max_head_bytes
+
     class GuardedHttpToolsProtocol(OneWriteProtocol):
+        max_head_bytes = head_cap
         _counted_as: str | None = None  # the client address this connection is counted under
         _check: asyncio.TimerHandle | None = None
         _seen_cycle: Any = None  # the request cycle seen at the last check
@@ -136,7 +143,7 @@ def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts) -> type[
 
 
 def uvicorn_options(header_timeout_s: float, max_connections: int,
-                    max_connections_per_client: int) -> dict[str, Any]:
+                    max_connections_per_client: int, max_head_bytes: int = 0) -> dict[str, Any]:
     """The `uvicorn.Config` keywords that install the guard for one server of this process."""
     counts = ConnectionCounts(max_connections, max_connections_per_client)
-    return {"http": guarded_protocol(header_timeout_s, counts)}
+    return {"http": guarded_protocol(header_timeout_s, counts, max_head_bytes)}

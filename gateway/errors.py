@@ -14,6 +14,7 @@
     │   ├── ToolCallCancelled (409 tool_call_cancelled)
     │   └── ToolCallConfirmed (409 tool_call_confirmed)
     ├── PayloadTooLarge (413 payload_too_large)
+    ├── RequestHeadTooLarge (431 request_head_too_large)
     ├── UnsupportedMediaType (415 unsupported_media_type)
     ├── ValidationFailed (422 validation_error)
     │   ├── UriNotAllowed (422 uri_not_allowed)
@@ -115,6 +116,11 @@ class ToolCallConfirmed(Conflict):
 
 class PayloadTooLarge(GatewayError):
     status, code, default_message = 413, "payload_too_large", "request body too large"
+
+
+class RequestHeadTooLarge(GatewayError):
+    status, code = 431, "request_head_too_large"
+    default_message = "request line and headers too large"
 
 
 class UnsupportedMediaType(GatewayError):

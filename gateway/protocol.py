@@ -26,6 +26,8 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
+from gateway.errors import RequestHeadTooLarge, error_bytes
+
 # A body from this many bytes on goes out beside its held head in one `writelines` (one writev
 # on uvloop) rather than copied behind it: a 94 KB search answer's copy cost about 2 µs and, for
 # the moment of the write, a second body's worth of memory. Below, joining is the cheaper.
@@ -154,6 +156,54 @@ class OneWriteProtocol(HttpToolsProtocol):
     """
 
     _idle_since: float | None = None  # loop time of the last answer, while no bytes came since
+    # server.max_head_bytes (0: no cap), set on the subclass `serve` makes (gateway/connections.py)
+    max_head_bytes = 0
+    _in_head = False  # a request head has begun and is not complete
+    _in_body = False  # a request's head is complete and its body is not
+    _head_bytes = 0  # bytes received while the head being read was incomplete
+    _head_refused = False  # a head was refused: the connection is closing
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        super().on_message_complete()
+
+    def data_received(self, data: bytes) -> None:
+        """uvicorn's, with the head's size held to `max_head_bytes` (uvicorn has no limit, and
+        httptools keeps a header until it is whole). A chunk that could take a head past it
+        is looked at before it is parsed: one that does is refused unparsed."""
+        cap = self.max_head_bytes
+        if cap and not self._in_body and self._head_bytes + len(data) > cap:
+            if self._head_refused:
+                return  # bytes that were on their way: nothing more is parsed
+            end = data.find(b"\r\n\r\n")
+            if self._head_bytes + (end + 4 if end >= 0 else len(data)) > cap:
+                self._refuse_head()
+                return
+        super().data_received(data)
+        if cap and self._in_head:  # still incomplete: all of it was head
+            self._head_bytes += len(data)
+
+    def _refuse_head(self) -> None:
+        """431 in the gateway's error shape, and the connection closed: nothing of the
+        request reached the app."""
+        from gateway.app import new_request_id  # the app's ids (the app imports no server)
+
+        self._in_head = self._in_body = False
+        self._head_refused = True
+        self._head_bytes = self.max_head_bytes  # whatever still arrives is past the cap
+        request_id = new_request_id()
+        body = error_bytes(RequestHeadTooLarge(
+            f"the request line and headers exceed server.max_head_bytes "
+            f"({self.max_head_bytes} bytes)"), request_id)
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nx-request-id: %b\r\nconnection: close\r\n\r\n%b"
+            % (len(body), request_id.encode(), body))
+        self.transport.close()
 
     def _unset_keepalive_if_required(self) -> None:
         # uvicorn calls this when bytes arrive, when an answer completes and when the connection
@@ -192,6 +242,7 @@ class OneWriteProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_headers_complete(self) -> None:
+        self._in_head, self._in_body, self._head_bytes = False, True, 0
         super().on_headers_complete()
         # uvicorn has just built this request's cycle and scheduled (not started) its task, or
         # queued it behind a pipelined one: it answers through OneWriteCycle.send from its first

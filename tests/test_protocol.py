@@ -390,3 +390,103 @@ async def test_a_lost_connection_leaves_no_keep_alive_timer() -> None:
     assert protocol.timeout_keep_alive_task is not None
     protocol.connection_lost(None)
     assert protocol.timeout_keep_alive_task is None
+
+
+# --- the request head's size: server.max_head_bytes ---------------------------------------------
+
+HEAD_CAP = 2048
+
+
+async def _capped() -> tuple[Any, ServedTransport, list[dict[str, Any]]]:
+    """A served connection whose heads are held to HEAD_CAP; the scopes the app was called with."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    from gateway.connections import ConnectionCounts, guarded_protocol
+
+    called: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        called.append(scope)
+        while (await receive()).get("more_body"):
+            pass
+        await send(start(JSON_HEAD))
+        await send(body(b'{"ok":true}'))
+
+    protocol_class = guarded_protocol(10.0, ConnectionCounts(0, 0), HEAD_CAP)
+    config = Config(app, http=protocol_class, lifespan="off", date_header=False,
+                    server_header=False, log_config=None)
+    config.load()
+    protocol = protocol_class(config, ServerState(), app_state={})  # type: ignore[call-arg]
+    transport = ServedTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport, called
+
+
+async def _feed(protocol: Any, *chunks: bytes) -> None:
+    for chunk in chunks:
+        protocol.data_received(chunk)
+        for _ in range(5):  # the request task, if one was started
+            await asyncio.sleep(0)
+
+
+def _head(extra: int) -> bytes:
+    return (b"POST /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"v" * extra
+            + b"\r\nContent-Length: 2\r\n\r\n")
+
+
+def _refused(transport: ServedTransport) -> dict[str, Any]:
+    import json
+
+    assert transport.closed and transport.writes[-1] == b"<close>"
+    answer = transport.writes[-2]
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert b"connection: close" in head and b"x-request-id: " in head
+    error = json.loads(payload)["error"]
+    assert error["code"] == "request_head_too_large" and error["status"] == 431
+    assert str(HEAD_CAP) in error["message"]
+    return error  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("split", [None, 100, 1000])
+async def test_a_head_past_the_cap_is_refused_with_431_and_never_reaches_the_app(
+        split: int | None) -> None:
+    protocol, transport, called = await _capped()
+    head = _head(HEAD_CAP)
+    chunks = [head + b"{}"] if split is None else [head[i:i + split]
+                                                  for i in range(0, len(head), split)]
+    await _feed(protocol, *chunks)
+    _refused(transport)
+    assert called == []
+
+
+async def test_a_head_under_the_cap_is_served_whatever_the_size_of_its_body() -> None:
+    protocol, transport, called = await _capped()
+    large = b"x" * (8 * HEAD_CAP)
+    head = (b"POST /x HTTP/1.1\r\nHost: a\r\nX-Big: " + b"v" * (HEAD_CAP // 2)
+            + b"\r\nContent-Length: %d\r\n\r\n" % len(large))
+    # the head and a body larger than the cap in one chunk, then more body, then a second
+    # request on the same connection
+    await _feed(protocol, head + large[:HEAD_CAP * 3], large[HEAD_CAP * 3:])
+    await _feed(protocol, _head(HEAD_CAP // 2) + b"{}")
+    assert len(called) == 2 and not transport.closed
+    assert [w.split(b"\r\n", 1)[0] for w in transport.writes] == [b"HTTP/1.1 200 OK"] * 2
+
+
+async def test_a_second_head_past_the_cap_on_a_kept_alive_connection_is_refused() -> None:
+    protocol, transport, called = await _capped()
+    await _feed(protocol, _head(10) + b"{}")
+    assert len(called) == 1
+    head = _head(HEAD_CAP * 2)
+    await _feed(protocol, head[:500], head[500:1500], head[1500:])
+    _refused(transport)
+    assert len(called) == 1
+
+
+async def test_without_a_cap_a_large_head_is_served() -> None:
+    protocol, transport = await _served()
+    protocol.data_received(_head(64 * HEAD_CAP) + b"{}")
+    while protocol.tasks:
+        await asyncio.sleep(0)
+    assert transport.writes[0].startswith(b"HTTP/1.1 200 ")

@@ -125,3 +125,41 @@ def test_header_timeout_holds_with_several_workers(tmp_path: Path) -> None:
             for sock in slow:
                 assert closed_by_server(sock, max(0.01, opened + 4.0 - time.monotonic()))
         assert httpx.get(gw.url + "/healthz", timeout=5).status_code == 200
+
+
+def test_a_request_head_past_max_head_bytes_is_refused_with_431(tmp_path: Path) -> None:
+    """uvicorn takes heads of any size (a 16 MB header reached the app and was kept in the
+    headers' cache); `serve` holds them to `server.max_head_bytes`, in parts or whole."""
+    import json
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    with gateway(tmp_path, dead, MEMORY_GATEWAY_SERVER_MAX_HEAD_BYTES="16384") as gw:
+        port = int(gw.url.rsplit(":", 1)[1])
+
+        def ask(header_bytes: int, parts: int) -> bytes:
+            head = (b"GET /healthz HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\nX-Big: "
+                    + b"v" * header_bytes + b"\r\n\r\n")
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                step = -(-len(head) // parts)
+                try:
+                    for at in range(0, len(head), step):
+                        sock.sendall(head[at:at + step])
+                        time.sleep(0.05)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # refused while still sending
+                answer = b""
+                try:
+                    while chunk := sock.recv(65536):
+                        answer += chunk
+                except ConnectionResetError:
+                    pass  # the rest of a refused head reset the connection: the answer came first
+                return answer
+
+        assert ask(15_000, 1).startswith(b"HTTP/1.1 200")
+        for size, parts in ((17_000, 1), (40_000, 8), (4 << 20, 1)):
+            answer = ask(size, parts)
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 431"), (size, parts, answer[:200])
+            error = json.loads(body)["error"]
+            assert error["code"] == "request_head_too_large" and error["status"] == 431
+        assert ask(100, 1).startswith(b"HTTP/1.1 200")  # the gateway serves on
