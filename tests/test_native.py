@@ -290,3 +290,42 @@ async def test_a_shorter_deadline_after_a_longer_one_is_kept() -> None:
         waited = loop.time() - began
         client.close()
     assert 0.29 <= waited < 2.0
+
+
+async def test_framing_headers_are_skipped_in_any_spelling_and_long_names_are_not_kept() -> None:
+    """The request's own framing headers (Content-Length, Host, ...) are the client's to
+    write, never the caller's, however they are spelled, and a made-up long name still goes
+    through but is not kept in the lowered names' cache."""
+    from gateway.upstream import native
+
+    heads: list[bytes] = []
+
+    async def keep_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head, body = await read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            heads.append(head)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+            await writer.drain()
+
+    long_name = "X-" + "Long" * 40
+    async with Server(keep_head) as url:
+        client = pool(url)
+        for _ in range(2):  # the second time from the cache
+            headers = [("cOnTeNt-LeNgTh", "999"), ("HOST", "elsewhere"), ("Expect", "100-continue"),
+                       ("Transfer-Encoding", "chunked"), (long_name, "v"), ("X-Kept", "k")]
+            deadline = asyncio.get_running_loop().time() + 5
+            response = await client.request("POST", "/x", headers, b"abc", deadline)
+            assert await response.read() == b"abc"
+            response.release_connection()
+        client.close()
+    for head in heads:
+        lines = head.lower().split(b"\r\n")
+        assert lines.count(b"content-length: 3") == 1 and b"content-length: 999" not in lines
+        assert not any(line.startswith((b"expect", b"transfer-encoding")) for line in lines)
+        assert [line for line in lines if line.startswith(b"host:")] == [
+            b"host: " + url.removeprefix("http://").encode()]
+        assert b"x-kept: k" in lines and (long_name.lower() + ": v").encode() in lines
+    assert "cOnTeNt-LeNgTh" in native._LOWERED and long_name not in native._LOWERED

@@ -40,9 +40,11 @@ MAX_RESPONSE_HEAD_BYTES = 64 * 1024
 _SKIPPED_REQUEST_HEADERS = frozenset({"content-length", "transfer-encoding", "expect", "host"})
 # Request header names seen, lowered, by spelling: the names are the same few strings request
 # after request (their hash is kept with them), so a lookup here is cheaper than lowering each
-# one; bounded, cleared when full.
+# one; bounded, cleared when full, and only names of up to _LOWERED_NAME_CHARS are kept (a
+# client's long made-up names would otherwise pin up to a head's size each).
 _LOWERED: dict[str, str] = {}
 _LOWERED_LIMIT = 1024
+_LOWERED_NAME_CHARS = 64
 
 
 class RefusedAnswer(UpstreamUnavailable):
@@ -422,9 +424,11 @@ class Http1Pool:
         for name, value in headers:
             lowered = lowered_names.get(name)
             if lowered is None:
-                if len(lowered_names) >= _LOWERED_LIMIT:
-                    lowered_names.clear()
-                lowered = lowered_names[name] = name.lower()
+                lowered = name.lower()
+                if len(name) <= _LOWERED_NAME_CHARS:
+                    if len(lowered_names) >= _LOWERED_LIMIT:
+                        lowered_names.clear()
+                    lowered_names[name] = lowered
             if lowered in _SKIPPED_REQUEST_HEADERS:
                 if lowered == "content-length":
                     declared_length = value
