@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import platform
 import random
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -96,18 +98,23 @@ tight_names = st.text(alphabet=tight + "\x00", min_size=0, max_size=12)
 
 
 def _scanned_names(names: list[str], strings: list[str], ensure_ascii: bool) -> set[str] | None:
-    """The names the C page scanner attaches to one item holding `strings`."""
+    """The names the C page scanner attaches to one item holding `strings`: the same whether
+    its matcher probes the names' hash table (where the names allow it) or walks the
+    automaton alone."""
     rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
              "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
             for n, name in enumerate(names)]
-    matchers = {"s1": _build(1, rows)}
     body = json.dumps({"results": [{"session_id": "s1", "text": strings[:1], "more": strings[1:]}]},
                       ensure_ascii=ensure_ascii).encode()
     page = page_scan.scan(body, False)
     if page is None:
         return None
-    out, _ = scanned_answer(page, set(), matchers)
-    return {a["name"].lower() for a in jsonio.loads(out)["results"][0]["attachments"]}
+    found = []
+    for probe in (True, False):
+        out, _ = scanned_answer(page, set(), {"s1": _build(1, rows, probe=probe)})
+        found.append({a["name"].lower() for a in jsonio.loads(out)["results"][0]["attachments"]})
+    assert found[0] == found[1], "probing and the automaton found different names"
+    return found[0]
 
 
 def _naive(names: list[str], strings: list[str]) -> set[str]:
@@ -273,3 +280,65 @@ def test_text_sharing_a_names_first_two_bytes_everywhere_is_skipped_yet_the_name
         expected = _naive(names, [text, "s1"])
         assert expected, text[:40]
         assert _scanned_names(sorted(names), [text], True) in (None, expected)
+
+
+def _has_avx2() -> bool:
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return platform.machine() in ("x86_64", "AMD64") and " avx2" in cpuinfo
+
+
+def _native_matcher(names: list[str]) -> Any:
+    rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+            for n, name in enumerate(names)]
+    return _build(1, rows).native
+
+
+# The C matcher probes a hash table of the names at each place the lead filter lets through,
+# once per length of the names starting with that byte, where no first byte has names of more
+# than six lengths; otherwise it walks the automaton alone.
+def test_names_of_few_lengths_are_probed_and_names_of_many_lengths_are_not() -> None:
+    if not page_scan.AVAILABLE:
+        return
+    photos = [f"session0-photo-{i:03d}.png" for i in range(200)]
+    probing = _native_matcher(photos).probing
+    assert probing is _has_avx2()  # probing needs AVX2 (its lead filter reads 32 bytes at once)
+    assert _native_matcher(["a" * k for k in range(1, 7)]).probing is probing
+    assert _native_matcher(["a" * k for k in range(1, 8)]).probing is False
+    # seven lengths, but no first byte has more than six of them
+    assert _native_matcher(["a" * k for k in range(1, 7)] + ["b" * 7]).probing is probing
+
+
+def test_text_that_keeps_the_probes_busy_is_left_to_the_automaton_and_every_name_found() -> None:
+    # six lengths of one letter: every place in a run of it is let through and matches up to six
+    # names, so probing hands the rest of the text to the automaton early; names that start
+    # before, at and after that point are all found
+    names = ["a" * k for k in range(30, 36)] + ["ab", "ba" * 20]
+    for text in ("a" * 3000, "a" * 3000 + "b", "b" + "a" * 40 + "ba" * 20 + "a" * 2000 + "ab",
+                 "x" * 100 + "A" * 31 + "ba" * 20, "a" * 29 + "b" + "a" * 35 + "b"):
+        expected = _naive(names, [text, "s1"])
+        assert _scanned_names(sorted(names), [text], True) == expected, text[:50]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["ab", "abc", "a.b", "ba.ab", "b.b.b", "abab", "x"]),
+                min_size=1, max_size=5),
+       st.lists(st.text(alphabet="abABx.", max_size=6), min_size=1, max_size=4), st.data())
+def test_probed_names_agree_with_the_naive_definition(
+    stems: list[str], tails: list[str], data: st.DataObject
+) -> None:
+    names = sorted({(stem + tail).lower() for stem in stems for tail in tails})
+    piece = st.one_of(
+        st.builds(lambda name, upper: name.upper() if upper else name,
+                  st.sampled_from(names), st.booleans()),
+        st.builds(lambda name, cut: name[:cut], st.sampled_from(names), st.integers(0, 12)),
+        st.text(alphabet="abABx. ", max_size=50))
+    strings = ["".join(data.draw(st.lists(piece, max_size=10)))
+               for _ in range(data.draw(st.integers(1, 3)))]
+    expected = _naive(names, [*strings, "s1"])
+    if page_scan.AVAILABLE:
+        for ensure_ascii in (True, False):
+            assert _scanned_names(names, strings, ensure_ascii) == expected

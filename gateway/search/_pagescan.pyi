@@ -1,7 +1,11 @@
 """Types of the C page scanner (gateway/search/_pagescan_c/)."""
 
 class Matcher:
-    def __init__(self, names: list[str], entries: list[list[tuple[int, bytes]]]) -> None: ...
+    def __init__(
+        self, names: list[str], entries: list[list[tuple[int, bytes]]], probe: bool = True
+    ) -> None: ...
+    @property
+    def probing(self) -> bool: ...
 
 class Page:
     @property

@@ -72,9 +72,10 @@ def _no_url(attachment_id: str) -> str | None:
 
 
 def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_url,
-           python: bool = True) -> SessionMatcher:
+           python: bool = True, probe: bool = True) -> SessionMatcher:
     """A session's matchers: the C page scanner's (when built), and the Python path's when
-    `python` (or when there is no C one)."""
+    `python` (or when there is no C one). `probe=False` keeps the C matcher to its automaton
+    (the tests compare the two ways of finding names)."""
     by_name: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         attachment = {"type": result_type(row["content_type"]), "name": row["name"],
@@ -84,12 +85,12 @@ def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_ur
         if url is not None:
             attachment["url"] = url
         by_name.setdefault(row["name"].lower(), []).append(attachment)
-    native = _native(by_name)
+    native = _native(by_name, probe)
     matcher = FilenameMatcher(by_name) if python or native is None else None
     return SessionMatcher(version, matcher, by_name, native)
 
 
-def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
+def _native(by_name: dict[str, list[dict[str, str]]], probe: bool = True) -> Any:
     """The C matcher: names in sorted order (the order attachments are listed in), each with
     its attachments' JSON and a number per internal URI (duplicates are listed once)."""
     if not page_scan.AVAILABLE:
@@ -101,7 +102,7 @@ def _native(by_name: dict[str, list[dict[str, str]]]) -> Any:
          for a in by_name[name]]
         for name in names
     ]
-    return page_scan.matcher(names, entries)
+    return page_scan.matcher(names, entries, probe)
 
 
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})

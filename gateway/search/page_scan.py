@@ -28,6 +28,9 @@ def scan(body: bytes, native: bool) -> Page | None:
     return _native.scan(body, native) if _native is not None else None
 
 
-def matcher(names: list[str], entries: list[list[tuple[int, bytes]]]) -> Matcher | None:
-    """One session's names (lower-cased, sorted) and their (uri number, JSON) attachments."""
-    return _native.Matcher(names, entries) if _native is not None else None
+def matcher(names: list[str], entries: list[list[tuple[int, bytes]]],
+            probe: bool = True) -> Matcher | None:
+    """One session's names (lower-cased, sorted) and their (uri number, JSON) attachments.
+    Names are found by probing a hash table of them where they allow it (SPEC §14: few lengths
+    per first byte), else by the automaton; `probe=False`: the automaton alone."""
+    return _native.Matcher(names, entries, probe) if _native is not None else None

@@ -24,7 +24,7 @@
 #include "pagescan.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#include <tmmintrin.h>
+#include <immintrin.h>
 #define LEAD_SKIP 1
 #endif
 /* the lead filter's blocks, 16 positions at a time, need this many bytes from the first */
@@ -50,7 +50,8 @@ static void marks_free(Marks *marks) {
 static int marks_alloc(Marks *marks, Py_ssize_t n_names, Py_ssize_t n_uris) {
     marks->names = PyMem_RawCalloc((size_t)(n_names ? n_names : 1), sizeof(uint64_t));
     marks->uris = PyMem_RawCalloc((size_t)(n_uris ? n_uris : 1), sizeof(uint64_t));
-    marks->hits = PyMem_RawCalloc((size_t)(n_names ? n_names : 1), sizeof(Py_ssize_t));
+    /* a name is listed at most once by probing and once by the automaton (`probe_names`) */
+    marks->hits = PyMem_RawCalloc((size_t)(n_names ? 2 * n_names : 1), sizeof(Py_ssize_t));
     if (!marks->names || !marks->uris || !marks->hits) {
         marks_free(marks);
         PyErr_NoMemory();
@@ -66,6 +67,9 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->edge_next);
     PyMem_RawFree(self->into);
     PyMem_RawFree(self->runs);
+    PyMem_RawFree(self->slots);
+    PyMem_RawFree(self->name_bytes);
+    PyMem_RawFree(self->lens);
     marks_free(&self->own);
     PyMem_RawFree(self->entry_first);
     PyMem_RawFree(self->entry_uri);
@@ -101,18 +105,29 @@ static inline uint32_t build_step(const Matcher *m, uint32_t state, uint32_t c) 
 
 /* A row has a cell for each class from 1 on (a byte of class 0 goes to the root without one):
    the next state, with these bits set when that state ends a name or has a suffix that does,
-   when it has a run, when it has no row, and when it is the root (the scan looks at nothing
-   else on a full row). A next state with a row is given as its row's offset (its number <<
-   row_shift), so a step from row to row is one load, its address the cell before it plus the
-   class; states without rows by their number. The root's row is at offset 0, so its cells are
-   the ROOT bit alone: text that keeps coming back to the root can step through it without
-   leaving the rows (see find_names). */
+   when it has a run, and when it has no row (the scan looks at nothing else on a full row). A
+   next state with a row is given as its row's offset (its number << row_shift), so a step from
+   row to row is one load, its address the cell before it plus the class; states without rows
+   by their number. The root's row is at offset 0 and the root reports nothing, has no run and
+   has a row, so a cell of the root is 0: text that keeps coming back to the root can step
+   through it without leaving the rows, and without masking a bit off (see find_names). */
 #define REPORTS 0x80000000u
 #define RUNS 0x40000000u
 #define LEAVES 0x20000000u
-#define ROOT 0x10000000u /* the root, whose row is at offset 0: a cell of it is ROOT alone */
-#define FLAGS (REPORTS | RUNS | LEAVES | ROOT)
+#define FLAGS (REPORTS | RUNS | LEAVES)
 #define STATE_BITS 0x0FFFFFFFu
+/* The cell of class c in the row at offset `row`: the address of the class's first cell is
+   made from the text alone, so the step the automaton waits on is the load itself (without the
+   barrier, the compiler adds the row to the class first, an addition on the path from one
+   byte's load to the next). */
+static inline uint32_t cell_at(const uint32_t *delta, uint32_t c, uint32_t row) {
+    const uint32_t *column = delta + (c - 1);
+#if defined(__GNUC__)
+    __asm__("" : "+r"(column));
+#endif
+    return column[row];
+}
+
 /* The next state a cell names. */
 static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
     return cell & LEAVES ? cell & STATE_BITS : (cell & STATE_BITS) >> shift;
@@ -166,6 +181,92 @@ static void lead_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
 #endif
 }
 
+/* Probing: used when the names starting with any one byte come in at most this many lengths */
+#define PROBE_LENGTHS 6
+
+/* A name's hash for the probes: `name_hash` (its length, first and last eight bytes) and,
+   beyond sixteen bytes, the eight in its middle, where names that share their start and
+   extension tend to differ ("Screenshot 2026-11-25 at 10.02.02.png"). Names of one hash are
+   told apart by their bytes. */
+static inline uint64_t probe_hash(const unsigned char *s, Py_ssize_t n, int fold) {
+    uint64_t h = name_hash(s, n, fold);
+    if (n > 16) {
+        uint64_t mid;
+        memcpy(&mid, s + n / 2 - 4, 8);
+        if (fold) mid = lower_word(mid);
+        h ^= (mid + h) * 0xFF51AFD7ED558CCDULL;
+    }
+    return h;
+}
+
+/* The hash table of the names and their lengths by first byte, for `probe_names`; nothing
+   (and `probe` unset) when the lead filter is not there or some first byte has names of too
+   many lengths. Names equal as bytes are one slot, the first in `names`' order (as the
+   automaton keeps the first). -1 out of memory. */
+static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
+    m->probe = 0;
+    if (!m->leads || n == 0 || !__builtin_cpu_supports("avx2")) return 0;
+    /* each first byte's distinct lengths, rising */
+    Py_ssize_t total = 0, found[256][PROBE_LENGTHS];
+    uint8_t counts[256] = {0};
+    for (Py_ssize_t k = 0; k < n; k++) {
+        unsigned b = names[k].bytes[0];
+        Py_ssize_t len = names[k].len, j = 0, *held = found[b];
+        total += len;
+        while (j < counts[b] && held[j] < len) j++;
+        if (j < counts[b] && held[j] == len) continue;
+        if (counts[b] == PROBE_LENGTHS) return 0; /* too many lengths for this byte */
+        memmove(held + j + 1, held + j, (size_t)(counts[b] - j) * sizeof(Py_ssize_t));
+        held[j] = len;
+        counts[b]++;
+    }
+    Py_ssize_t *lens = PyMem_RawMalloc(256 * PROBE_LENGTHS * sizeof(Py_ssize_t));
+    if (!lens) return -1;
+    Py_ssize_t at = 0;
+    for (int b = 0; b < 256; b++) {
+        m->len_first[b] = (uint16_t)at;
+        m->len_count[b] = counts[b];
+        memcpy(lens + at, found[b], counts[b] * sizeof(Py_ssize_t));
+        at += counts[b];
+    }
+    uint32_t size = 2;
+    while (size < 2 * (uint64_t)n) size <<= 1;
+    m->slots = PyMem_RawMalloc((size_t)size * sizeof(ProbeSlot));
+    m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
+    if (!m->slots || !m->name_bytes) {
+        PyMem_RawFree(lens);
+        PyMem_RawFree(m->slots);
+        PyMem_RawFree(m->name_bytes);
+        m->slots = NULL;
+        m->name_bytes = NULL;
+        return -1;
+    }
+    memset(m->name_bytes + total, 0, 8);
+    for (uint32_t k = 0; k < size; k++) m->slots[k].name = -1;
+    m->probe_mask = size - 1;
+    Py_ssize_t off = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const unsigned char *bytes = names[k].bytes;
+        Py_ssize_t len = names[k].len;
+        uint64_t h = probe_hash(bytes, len, 0);
+        uint32_t slot = (uint32_t)(h >> 32) & m->probe_mask;
+        for (;; slot = (slot + 1) & m->probe_mask) {
+            ProbeSlot *held = &m->slots[slot];
+            if (held->name < 0 ||
+                (held->hash == h && held->len == len &&
+                 memcmp(m->name_bytes + held->off, bytes, (size_t)len) == 0))
+                break;
+        }
+        if (m->slots[slot].name >= 0) continue; /* the same bytes as a name before it */
+        memcpy(m->name_bytes + off, bytes, (size_t)len);
+        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index};
+        off += len;
+    }
+    m->lens = lens;
+    m->probe = 1;
+    return 0;
+}
+
 #ifdef LEAD_SKIP
 /* Whether a name may start with bytes x, y, z, by the lead filter's tables. */
 static inline int may_start(const uint8_t (*t)[2][16], unsigned x, unsigned y, unsigned z) {
@@ -203,6 +304,7 @@ static Py_ssize_t lead_skip(const uint8_t (*t)[2][16], const unsigned char *text
     }
     return i;
 }
+
 #endif
 
 /* The same once built: the states with rows are numbered first, so a state's row is found by
@@ -227,7 +329,7 @@ static int by_bytes(const void *a, const void *b) {
 
 /* Build the automaton over names (UTF-8, already lower-cased; sorted here). Needs no GIL (raw
    allocations only): -1 out of memory, -2 too many bytes. */
-static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
+static int build(Matcher *m, NameBytes *names, Py_ssize_t n, int probe) {
     uint32_t *parent = NULL, *path = NULL, *queue = NULL, *at_depth = NULL;
     uint8_t *label = NULL;
     int status = -1;
@@ -402,7 +504,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
             uint32_t *cell = &m->delta[((size_t)k << shift) + c - 1], next = renamed[*cell];
             int leaves = next >= n_rows;
             *cell = (leaves ? next : next << shift) | (states[next].report >= 0 ? REPORTS : 0) |
-                    (m->runs[next] ? RUNS : 0) | (leaves ? LEAVES : 0) | (next == 0 ? ROOT : 0);
+                    (m->runs[next] ? RUNS : 0) | (leaves ? LEAVES : 0);
         }
     }
     PyMem_RawFree(m->states);
@@ -415,6 +517,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n) {
         }
     }
     lead_tables(m, names, n);
+    if (probe && probe_tables(m, names, n) < 0) goto done;
     status = 0;
 done:
     PyMem_RawFree(parent);
@@ -427,9 +530,10 @@ done:
 
 static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
     PyObject *names, *entries;
-    static char *kwlist[] = {"names", "entries", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyList_Type, &names,
-                                     &PyList_Type, &entries))
+    int probe = 1;
+    static char *kwlist[] = {"names", "entries", "probe", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!|p", kwlist, &PyList_Type, &names,
+                                     &PyList_Type, &entries, &probe))
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(names);
     if (PyList_GET_SIZE(entries) != n) {
@@ -522,10 +626,10 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds) {
     int built;
     if (copy.len >= NOGIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        built = build(self, live, n_live);
+        built = build(self, live, n_live, probe);
         Py_END_ALLOW_THREADS
     } else {
-        built = build(self, live, n_live);
+        built = build(self, live, n_live, probe);
     }
     if (built == -2) {
         PyErr_SetString(PyExc_ValueError, "too many name bytes for one matcher");
@@ -659,20 +763,20 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
             /* full rows: one load a byte (the cell is the next row's offset), until a cell says
                to look at its state; a byte of no name goes back to the root without one. A run
                while walks are put off is stepped through; while the text is dense, the root's
-               row too (its offset 0 once the ROOT bit is masked off). */
+               row too (a cell of the root is 0, its row's offset); otherwise the root stops it. */
             for (;;) {
                 if (dense) {
-                    while (!(next & (FLAGS & ~ROOT)) && i < stop) {
-                        if (!(c = cls[text[i++]])) break;
-                        next = (delta + (c - 1))[next & STATE_BITS];
-                    }
-                } else {
                     while (!(next & FLAGS) && i < stop) {
                         if (!(c = cls[text[i++]])) break;
-                        next = (delta + (c - 1))[next];
+                        next = cell_at(delta, c, next);
+                    }
+                } else {
+                    while (next && !(next & FLAGS) && i < stop) {
+                        if (!(c = cls[text[i++]])) break;
+                        next = cell_at(delta, c, next);
                     }
                 }
-                if (!c || (next & look & ~(dense ? ROOT : 0)) || i >= stop) break;
+                if (!c || (next & look) || (!next && !dense) || i >= stop) break;
                 next &= ~RUNS;
             }
             if (!c) next = 0;
@@ -721,6 +825,125 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     return n_hits;
 }
 
+/* Probing leaves a string to the automaton once its work (places let through, table slots
+   read, and a unit per eight bytes compared in vain) passes an eighth of the bytes it has read,
+   plus this: what it does stays linear in the text, and text that keeps it busy costs it a few
+   probes. A name is compared to the text until it is found in the item, once at most, so the
+   comparisons that find names are bounded by the names' bytes and are not counted. */
+#define PROBE_SLACK 8
+
+/* Mark the names occurring in text[0:len], as `find_names`, by probing: at each place the lead
+   filter lets through, the names of each length starting with its byte are looked up by the
+   hash of as many of the text's bytes, and a slot with that hash compared. Every name occurring
+   starts at such a place, so each is found. Text that keeps the probes busy (many places let
+   through, long names compared in vain) is read again by the automaton, whole, under its own
+   stamp `again`: the automaton stops a chain of suffixes at the first name it has marked
+   (`report`), which is right only for names it marked itself, so probes never overwrite its
+   marks. A name found both ways is listed twice at most; its attachments are written once
+   (`attach` marks their uris). */
+#ifdef LEAD_SKIP
+/* The buckets byte by byte of the 32 at `at`, by one position's nibble tables (both halves). */
+__attribute__((target("avx2")))
+static inline __m256i wide_buckets_at(const unsigned char *at, __m256i lo, __m256i hi) {
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    __m256i x = _mm256_loadu_si256((const __m256i *)at);
+    return _mm256_and_si256(_mm256_shuffle_epi8(lo, _mm256_and_si256(x, nibble)),
+                            _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(x, 4),
+                                                                     nibble)));
+}
+
+#define WIDE_BLOCK (32 + LEAD_BYTES - 1)
+
+__attribute__((target("avx2")))
+static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ssize_t len,
+                              int fold, Marks *marks, uint64_t stamp, uint64_t again,
+                              Py_ssize_t n_hits) {
+    const uint8_t (*leads)[2][16] = m->lead[fold];
+    __m128i lo[LEAD_BYTES], hi[LEAD_BYTES];
+    __m256i wlo[LEAD_BYTES], whi[LEAD_BYTES];
+    for (int at = 0; at < LEAD_BYTES; at++) {
+        lo[at] = _mm_loadu_si128((const __m128i *)leads[at][0]);
+        hi[at] = _mm_loadu_si128((const __m128i *)leads[at][1]);
+        wlo[at] = _mm256_broadcastsi128_si256(lo[at]);
+        whi[at] = _mm256_broadcastsi128_si256(hi[at]);
+    }
+    const __m128i zero = _mm_setzero_si128();
+    const __m256i wzero = _mm256_setzero_si256();
+    const ProbeSlot *slots = m->slots;
+    const uint32_t mask = m->probe_mask;
+    /* past `end` no name fits in what is left */
+    Py_ssize_t i = 0, work = 0, last = len - (LEAD_BYTES - 1), end = len - m->min_len;
+    for (;;) {
+        /* to the next place a name may start: thirty-two places at a time, then sixteen (as
+           `lead_skip`), the last ones one at a time (the last two: all of them) */
+        for (; i + WIDE_BLOCK <= len; i += 32) {
+            __m256i all = _mm256_and_si256(
+                _mm256_and_si256(wide_buckets_at(text + i, wlo[0], whi[0]),
+                                 wide_buckets_at(text + i + 1, wlo[1], whi[1])),
+                wide_buckets_at(text + i + 2, wlo[2], whi[2]));
+            unsigned found = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, wzero));
+            if (found) {
+                i += __builtin_ctz(found);
+                goto probe;
+            }
+        }
+        for (; i + LEAD_BLOCK <= len; i += 16) {
+            __m128i all = _mm_and_si128(_mm_and_si128(buckets_at(text + i, lo[0], hi[0]),
+                                                      buckets_at(text + i + 1, lo[1], hi[1])),
+                                        buckets_at(text + i + 2, lo[2], hi[2]));
+            int found = _mm_movemask_epi8(_mm_cmpeq_epi8(all, zero)) ^ 0xFFFF;
+            if (found) {
+                i += __builtin_ctz((unsigned)found);
+                goto probe;
+            }
+        }
+        while (i < last && !may_start(leads, text[i], text[i + 1], text[i + 2])) i++;
+    probe:
+        if (i > end) break;
+        work++; /* a place let through */
+        unsigned b = fold ? LOWER[text[i]] : text[i];
+        const Py_ssize_t *lens = m->lens + m->len_first[b];
+        for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
+            Py_ssize_t n = lens[k];
+            uint64_t h = probe_hash(text + i, n, fold);
+            for (uint32_t at = (uint32_t)(h >> 32) & mask;; at = (at + 1) & mask) {
+                const ProbeSlot *slot = &slots[at];
+                work++;
+                if (slot->name < 0) break;
+                if (slot->hash != h || slot->len != n) continue;
+                /* found already in the item, by a probe or by the automaton (whose marks stay
+                   its own): nothing to compare (another name of this hash may be here) */
+                uint64_t held = marks->names[slot->name];
+                if (held == stamp || held == again) continue;
+                if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
+                    work += n >> 3; /* compared in vain */
+                    continue;       /* the next slots may hold a name of the same hash */
+                }
+                marks->names[slot->name] = stamp;
+                marks->hits[n_hits++] = slot->name;
+                break; /* one slot per name's bytes */
+            }
+        }
+        i++;
+        if (work > (i >> 3) + PROBE_SLACK)
+            return find_names(m, text, len, fold, marks, again, n_hits);
+    }
+    return n_hits;
+}
+#endif
+
+/* The names occurring in text[0:len], by probing where the matcher has its tables, else by the
+   automaton. */
+static inline Py_ssize_t match_text(const Matcher *m, const unsigned char *text, Py_ssize_t len,
+                                    int fold, Marks *marks, uint64_t stamp, uint64_t again,
+                                    Py_ssize_t n_hits) {
+#ifdef LEAD_SKIP
+    if (m->probe) return probe_names(m, text, len, fold, marks, stamp, again, n_hits);
+#endif
+    (void)stamp;
+    return find_names(m, text, len, fold, marks, again, n_hits);
+}
+
 static int cmp_index(const void *a, const void *b) {
     Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
     return x < y ? -1 : x > y;
@@ -749,7 +972,8 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     if (!m || m->n_names == 0) return PUT_LIT(out, "[]");
     /* the matcher's own marks, unless another thread's render holds them right now */
     Marks mine = {0}, *marks = &m->own;
-    uint64_t stamp = ++render_stamp;
+    /* the item's marks: `stamp` for probing and the uris written, `again` for the automaton */
+    uint64_t stamp = ++render_stamp, again = ++render_stamp;
     if (m->busy) {
         if (marks_alloc(&mine, m->n_names, m->n_uris) < 0) return -1;
         marks = &mine;
@@ -805,8 +1029,8 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     PyThreadState *released = total >= NOGIL_BYTES ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t k = 0; k < n_strs; k++)
         if (lens[k] >= m->min_len)
-            n_hits = find_names(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp,
-                                n_hits);
+            n_hits = match_text(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp,
+                                again, n_hits);
     if (released) PyEval_RestoreThread(released);
     if (PUT_LIT(out, "[") < 0) goto done;
     sort_hits(marks->hits, n_hits);
@@ -837,13 +1061,24 @@ done:
     return status;
 }
 
+static PyObject *Matcher_probing(Matcher *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->probe);
+}
+
+static PyGetSetDef Matcher_getset[] = {
+    {"probing", (getter)Matcher_probing, NULL,
+     "Whether names are found by probing their hash table (else by the automaton alone).", NULL},
+    {NULL}};
+
 PyTypeObject MatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "gateway.search._pagescan.Matcher",
     .tp_basicsize = sizeof(Matcher),
     .tp_dealloc = (destructor)Matcher_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Matcher(names, entries): one session's attachment names.",
+    .tp_doc = "Matcher(names, entries, probe=True): one session's attachment names.",
+    .tp_getset = Matcher_getset,
     .tp_init = (initproc)Matcher_init,
     .tp_new = PyType_GenericNew,
 };

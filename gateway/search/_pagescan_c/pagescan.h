@@ -180,6 +180,14 @@ typedef struct {
     uint8_t first_cls;  /* the class of its first child (the next state) */
 } State;
 
+/* A slot of the names' hash table (matcher.c `probe_names`): a name's hash, its bytes and index
+   (-1: an empty slot). */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t off, len; /* in Matcher.name_bytes */
+    Py_ssize_t name;
+} ProbeSlot;
+
 typedef struct {
     uint64_t *names;   /* per render call: the stamp of the last item that found each name */
     uint64_t *uris;    /* the same per uri number */
@@ -212,6 +220,16 @@ typedef struct {
     uint8_t *into;         /* by state: the name byte on the trie edge into it (+ 8 spare bytes) */
     uint8_t *runs;         /* by state: how many of the states after it follow as its first
                               child, each from the one before, and report nothing (at most 255) */
+    /* probing (matcher.c `probe_names`), set when `probe`: each place the lead filter lets
+       through is looked up in a hash table of the names, once for each length of the names
+       that start with its byte (at most PROBE_LENGTHS) */
+    int probe;
+    uint32_t probe_mask;   /* the table's slots - 1 (a power of two) */
+    ProbeSlot *slots;
+    unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
+    Py_ssize_t *lens;      /* by first byte: the lengths of its names, rising */
+    uint16_t len_first[256];
+    uint8_t len_count[256];
     Marks own;             /* marks used by one render at a time */
     int busy;              /* `own` is in use (set and read with the GIL held) */
 } Matcher;
@@ -228,7 +246,9 @@ extern unsigned char LOWER[256];
 static inline void skip_ws(Parser *p) {
     const unsigned char *s = p->s;
     Py_ssize_t i = p->i, n = p->n;
-    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    /* JSON's whitespace is ' ', '\n', '\r' and '\t', all at most ' ': most bytes are past it */
+    while (i < n && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+        i++;
     p->i = i;
 }
 
