@@ -155,6 +155,11 @@ PyObject *scan(PyObject *module, PyObject *args) {
     memset(&p, 0, sizeof(p));
     p.s = (const unsigned char *)PyBytes_AS_STRING(body);
     p.n = PyBytes_GET_SIZE(body);
+    /* room from the start for a walked string every 64 bytes (an engine's page holds about one
+       every 70), up to 4,096 of them, so that the list is seldom copied while it grows */
+    p.cap_strs = p.n / 64 < 256 ? 256 : p.n / 64 > 4096 ? 4096 : p.n / 64;
+    p.strs = PyMem_Malloc((size_t)p.cap_strs * sizeof(Span));
+    if (!p.strs) return PyErr_NoMemory();
     Page *page = NULL;
     int data_kind = 0;
     if (parse_page(&p, &data_kind) < 0) goto fail;
