@@ -304,7 +304,6 @@ static Py_ssize_t lead_skip(const uint8_t (*t)[2][16], const unsigned char *text
     }
     return i;
 }
-
 #endif
 
 /* The same once built: the states with rows are numbered first, so a state's row is found by
@@ -832,15 +831,6 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
    comparisons that find names are bounded by the names' bytes and are not counted. */
 #define PROBE_SLACK 8
 
-/* Mark the names occurring in text[0:len], as `find_names`, by probing: at each place the lead
-   filter lets through, the names of each length starting with its byte are looked up by the
-   hash of as many of the text's bytes, and a slot with that hash compared. Every name occurring
-   starts at such a place, so each is found. Text that keeps the probes busy (many places let
-   through, long names compared in vain) is read again by the automaton, whole, under its own
-   stamp `again`: the automaton stops a chain of suffixes at the first name it has marked
-   (`report`), which is right only for names it marked itself, so probes never overwrite its
-   marks. A name found both ways is listed twice at most; its attachments are written once
-   (`attach` marks their uris). */
 #ifdef LEAD_SKIP
 /* The buckets byte by byte of the 32 at `at`, by one position's nibble tables (both halves). */
 __attribute__((target("avx2")))
@@ -854,28 +844,33 @@ static inline __m256i wide_buckets_at(const unsigned char *at, __m256i lo, __m25
 
 #define WIDE_BLOCK (32 + LEAD_BYTES - 1)
 
+/* Mark the names occurring in text[0:len], as `find_names`, by probing: at each place the lead
+   filter lets through, the names of each length starting with its byte are looked up by the
+   hash of as many of the text's bytes, and a slot with that hash compared. Every name occurring
+   starts at such a place, so each is found. Text that keeps the probes busy (many places let
+   through, long names compared in vain) is read again by the automaton, whole, under its own
+   stamp `again`: the automaton stops a chain of suffixes at the first name it has marked
+   (`report`), which is right only for names it marked itself, so probes never overwrite its
+   marks. A name found both ways is listed twice at most; its attachments are written once
+   (`attach` marks their uris). */
 __attribute__((target("avx2")))
 static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ssize_t len,
                               int fold, Marks *marks, uint64_t stamp, uint64_t again,
                               Py_ssize_t n_hits) {
     const uint8_t (*leads)[2][16] = m->lead[fold];
-    __m128i lo[LEAD_BYTES], hi[LEAD_BYTES];
     __m256i wlo[LEAD_BYTES], whi[LEAD_BYTES];
     for (int at = 0; at < LEAD_BYTES; at++) {
-        lo[at] = _mm_loadu_si128((const __m128i *)leads[at][0]);
-        hi[at] = _mm_loadu_si128((const __m128i *)leads[at][1]);
-        wlo[at] = _mm256_broadcastsi128_si256(lo[at]);
-        whi[at] = _mm256_broadcastsi128_si256(hi[at]);
+        wlo[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][0]));
+        whi[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][1]));
     }
-    const __m128i zero = _mm_setzero_si128();
     const __m256i wzero = _mm256_setzero_si256();
     const ProbeSlot *slots = m->slots;
     const uint32_t mask = m->probe_mask;
     /* past `end` no name fits in what is left */
     Py_ssize_t i = 0, work = 0, last = len - (LEAD_BYTES - 1), end = len - m->min_len;
     for (;;) {
-        /* to the next place a name may start: thirty-two places at a time, then sixteen (as
-           `lead_skip`), the last ones one at a time (the last two: all of them) */
+        /* to the next place a name may start: thirty-two places at a time, then sixteen
+           (`lead_skip`), the last ones one at a time (the last two: all of them) */
         for (; i + WIDE_BLOCK <= len; i += 32) {
             __m256i all = _mm256_and_si256(
                 _mm256_and_si256(wide_buckets_at(text + i, wlo[0], whi[0]),
@@ -887,15 +882,9 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
                 goto probe;
             }
         }
-        for (; i + LEAD_BLOCK <= len; i += 16) {
-            __m128i all = _mm_and_si128(_mm_and_si128(buckets_at(text + i, lo[0], hi[0]),
-                                                      buckets_at(text + i + 1, lo[1], hi[1])),
-                                        buckets_at(text + i + 2, lo[2], hi[2]));
-            int found = _mm_movemask_epi8(_mm_cmpeq_epi8(all, zero)) ^ 0xFFFF;
-            if (found) {
-                i += __builtin_ctz((unsigned)found);
-                goto probe;
-            }
+        if (i + LEAD_BLOCK <= len) {
+            i = lead_skip(leads, text, i, len);
+            if (i + LEAD_BLOCK <= len) goto probe;
         }
         while (i < last && !may_start(leads, text[i], text[i + 1], text[i + 2])) i++;
     probe:

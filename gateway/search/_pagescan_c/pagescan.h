@@ -246,9 +246,7 @@ extern unsigned char LOWER[256];
 static inline void skip_ws(Parser *p) {
     const unsigned char *s = p->s;
     Py_ssize_t i = p->i, n = p->n;
-    /* JSON's whitespace is ' ', '\n', '\r' and '\t', all at most ' ': most bytes are past it */
-    while (i < n && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
-        i++;
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
     p->i = i;
 }
 
