@@ -934,3 +934,54 @@ def test_an_items_attachments_are_listed_in_name_order_however_many(found: int) 
     answer, count = scanned_answer(page_scan.scan(body, False), set(), matchers)
     listed = [a["name"] for a in json.loads(answer)["results"][0]["attachments"]]
     assert (listed, count) == (names, found)
+
+
+# --- the page's index: strings read 64 bytes a step, from any alignment ------------------------
+
+
+def _aligned_pages() -> list[bytes]:
+    """Pages whose strings start, cross and end at every offset of a 64-byte word, whose length
+    falls on and beside a multiple of 64, and whose strings hold a byte the index stops at."""
+    pages = []
+    for shift in range(0, 130, 3):
+        for text in ("a" * 61 + " photo.png", "x" * 127 + "photo.png", "photo.png"):
+            for odd in ("", "\\n", "\\u0070", "é", "\x7f", "\\\\"):
+                body = (
+                    " " * shift + '{"results":[{"session_id":"s1","content":"' + text + odd
+                    + '"}],"total_count":1}'
+                ).encode()
+                pages.append(body)
+                pages.append(body + b" " * (-len(body) % 64))  # ends on a word's last byte
+    return pages
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+def test_strings_are_read_alike_at_every_alignment(native: bool) -> None:
+    taken = 0
+    for body in _aligned_pages():
+        taken += agree(body, native, set(), _matchers())
+        answer, count = _answer(body, native)
+        assert count == 1 and _names(answer) == [["photo.png"]], body
+    assert taken == len(_aligned_pages())
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+def test_head_keys_near_the_end_and_escaped_are_read_alike(native: bool) -> None:
+    item = '{"session_id":"s1","content":"photo.png"}'
+    for key in ("results", "r\\u0065sults", "total_count", "total_coun\\u0074", "resultz"):
+        for tail in range(0, 20):
+            body = ('{"x":"' + "y" * tail + '","' + key + '":[' + item + ']}').encode()
+            agree(body, native, set(), _matchers())
+            body = ('{"results":[' + item + '],"' + key + '":' + "1" * (tail + 1) + '}').encode()
+            agree(body, native, set(), _matchers())
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
+def test_a_page_that_ends_inside_a_string_is_refused(native: bool) -> None:
+    for shift in range(0, 70):
+        body = (" " * shift + '{"results":[{"session_id":"s1","content":"photo.png').encode()
+        for cut in (b"", b'"', b"\\", b'\\"', b"\\u00", b'"}]'):
+            assert page_scan.scan(body + cut, native) is None, body + cut

@@ -2,6 +2,11 @@
 
 #include "pagescan.h"
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define INDEX_AVX2 1
+#endif
+
 const char *HEAD_KEYS[N_HEAD] = {
     "id", "memory_id", "episode_id", "message_id", "type", "memory_type", "session_id",
     "app_id", "project_id", "score", "relativity", "created_at", "timestamp", "episode",
@@ -76,8 +81,77 @@ static inline Py_ssize_t plain_run(const unsigned char *s, Py_ssize_t n, Py_ssiz
     return i;
 }
 
-/* At the opening quote: validate the string, fill `out` (inside of the quotes). */
-int lex_string(Parser *p, Span *out) {
+/* The page's index: a bit for each byte that stops a plain string, a quote or a byte no
+   plain string holds (a backslash, or below 0x20 or from 0x80 on: signed, below 0x20). One
+   word more than the bytes need, its bytes past the end read as spaces, so that the word
+   after a page's last byte can always be read; a stop there is never at a byte of the page. */
+static uint64_t stops_scalar(const unsigned char *block) {
+    uint64_t bits = 0;
+    for (int k = 0; k < 64; k++) {
+        unsigned c = block[k];
+        bits |= (uint64_t)(c == '"' || c == '\\' || c < 0x20 || c >= 0x80) << k;
+    }
+    return bits;
+}
+
+#ifdef __SSE2__
+static inline uint64_t stops16(__m128i x) {
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+        _mm_cmplt_epi8(x, space)));
+}
+
+static void stops_sse2(const unsigned char *s, Py_ssize_t words, uint64_t *out) {
+    for (Py_ssize_t w = 0; w < words; w++, s += 64) {
+        out[w] = stops16(_mm_loadu_si128((const __m128i *)s)) |
+                 stops16(_mm_loadu_si128((const __m128i *)(s + 16))) << 16 |
+                 stops16(_mm_loadu_si128((const __m128i *)(s + 32))) << 32 |
+                 stops16(_mm_loadu_si128((const __m128i *)(s + 48))) << 48;
+    }
+}
+
+__attribute__((target("avx2")))
+static inline uint64_t stops32(__m256i x) {
+    const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\'),
+                  space = _mm256_set1_epi8(0x20);
+    return (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
+        _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash)),
+        _mm256_cmpgt_epi8(space, x)));
+}
+
+__attribute__((target("avx2")))
+static void stops_avx2(const unsigned char *s, Py_ssize_t words, uint64_t *out) {
+    for (Py_ssize_t w = 0; w < words; w++, s += 64) {
+        out[w] = stops32(_mm256_loadu_si256((const __m256i *)s)) |
+                 stops32(_mm256_loadu_si256((const __m256i *)(s + 32))) << 32;
+    }
+}
+#endif
+
+int index_page(Parser *p) {
+    Py_ssize_t whole = p->n / 64, words = whole + 1;
+    p->stops = PyMem_Malloc((size_t)words * sizeof(uint64_t));
+    if (!p->stops) { PyErr_NoMemory(); return -1; }
+    p->n_words = words;
+#if defined(INDEX_AVX2)
+    if (__builtin_cpu_supports("avx2")) stops_avx2(p->s, whole, p->stops);
+    else stops_sse2(p->s, whole, p->stops);
+#elif defined(__SSE2__)
+    stops_sse2(p->s, whole, p->stops);
+#else
+    for (Py_ssize_t w = 0; w < whole; w++) p->stops[w] = stops_scalar(p->s + (w << 6));
+#endif
+    unsigned char tail[64];
+    memset(tail, ' ', sizeof(tail));
+    memcpy(tail, p->s + (whole << 6), (size_t)(p->n - (whole << 6)));
+    p->stops[whole] = stops_scalar(tail);
+    return 0;
+}
+
+/* lex_string's way for strings with escapes, controls or non-ASCII bytes, byte by byte. */
+int lex_string_slow(Parser *p, Span *out) {
     const unsigned char *s = p->s;
     Py_ssize_t n = p->n, i = p->i + 1;
     int flags = 0;
@@ -241,25 +315,55 @@ int key_is(Parser *p, Span sp, const char *word) {
     return (size_t)p->scratch.len == len && memcmp(p->scratch.data, word, len) == 0;
 }
 
-/* HEAD_KEYS indexes by key length, each list ended by -1 (filled at import) */
+/* HEAD_KEYS by a hash of a key's length and three of its bytes (`head_slot`): each key has a
+   slot of its own (the seed is found at import), holding its index and its bytes as two words,
+   zero past its end; an empty slot has index -1 */
 #define LONGEST_HEAD 12
-static signed char heads_by_length[LONGEST_HEAD + 1][N_HEAD + 1];
+#define HEAD_SLOTS 128
+typedef struct {
+    uint64_t lo, hi;
+    int8_t index, len;
+} HeadSlot;
+static HeadSlot head_slots[HEAD_SLOTS];
+static uint32_t head_seed;
+
+static inline unsigned head_slot(const unsigned char *s, size_t len, uint32_t seed) {
+    uint32_t h = ((uint32_t)len << 24 | (uint32_t)s[0] << 16 | (uint32_t)s[1] << 8 | s[len - 1])
+                 * seed;
+    return h >> 25; /* 7 bits: HEAD_SLOTS */
+}
+
+/* The bytes of `s` from `at` as a word, those from `len` on zero; 8 readable bytes at s + at */
+static inline uint64_t word_upto(const unsigned char *s, size_t at, size_t len) {
+    uint64_t x = 0;
+    if (at < len) {
+        memcpy(&x, s + at, 8);
+        if (len - at < 8) x &= (1ULL << (8 * (len - at))) - 1; /* little-endian: the first bytes */
+    }
+    return x;
+}
 
 /* Index of the key among HEAD_KEYS (or -1; -2 on a Python error). */
 int head_index(Parser *p, Span sp) {
-    const char *text = (const char *)p->s + sp.start;
+    const unsigned char *text = p->s + sp.start;
     Py_ssize_t len = sp.end - sp.start;
+    int direct = 1;
     if (sp.flags & F_ESC) {
         if (unescape(p->s, sp, &p->scratch) < 0) return -2;
-        text = p->scratch.data;
+        text = (const unsigned char *)p->scratch.data;
         len = p->scratch.len;
+        direct = 0;
     }
     if (len < 2 || len > LONGEST_HEAD) return -1;
-    for (const signed char *k = heads_by_length[len]; *k >= 0; k++) {
-        if (HEAD_KEYS[*k][0] == text[0] && memcmp(HEAD_KEYS[*k], text, (size_t)len) == 0)
-            return *k;
+    const HeadSlot *slot = &head_slots[head_slot(text, (size_t)len, head_seed)];
+    if (slot->len != len) return -1;
+    /* the key is inside the page and sixteen bytes from its start are readable: one or two
+       words compared; else (the page's last bytes, or an unescaped copy) memcmp */
+    if (direct && p->n - sp.start >= 16) {
+        uint64_t lo = word_upto(text, 0, (size_t)len), hi = word_upto(text, 8, (size_t)len);
+        return lo == slot->lo && hi == slot->hi ? slot->index : -1;
     }
-    return -1;
+    return memcmp(HEAD_KEYS[slot->index], text, (size_t)len) == 0 ? slot->index : -1;
 }
 
 /* Index of the key among `keys` (or -1; -2 on a Python error). */
@@ -278,11 +382,28 @@ int key_index(Parser *p, Span sp, const char **keys, int count) {
 }
 
 void init_lex_tables(void) {
-    for (int len = 0; len <= LONGEST_HEAD; len++) {
-        int at = 0;
-        for (int k = 0; k < N_HEAD; k++) {
-            if (strlen(HEAD_KEYS[k]) == (size_t)len) heads_by_length[len][at++] = (signed char)k;
+    /* the first odd seed (from a fixed start) under which every head key has its own slot */
+    for (uint32_t seed = 0x9E3779B1u;; seed += 2) {
+        int clash = 0;
+        for (int k = 0; k < HEAD_SLOTS; k++) head_slots[k].index = head_slots[k].len = -1;
+        for (int k = 0; k < N_HEAD && !clash; k++) {
+            const unsigned char *key = (const unsigned char *)HEAD_KEYS[k];
+            size_t len = strlen(HEAD_KEYS[k]);
+            HeadSlot *slot = &head_slots[head_slot(key, len, seed)];
+            if (slot->index >= 0) {
+                clash = 1;
+                break;
+            }
+            unsigned char padded[16] = {0};
+            memcpy(padded, key, len);
+            memcpy(&slot->lo, padded, 8);
+            memcpy(&slot->hi, padded + 8, 8);
+            slot->index = (int8_t)k;
+            slot->len = (int8_t)len;
         }
-        heads_by_length[len][at] = -1;
+        if (!clash) {
+            head_seed = seed;
+            return;
+        }
     }
 }

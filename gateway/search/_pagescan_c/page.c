@@ -144,6 +144,7 @@ static void parser_free(Parser *p) {
     PyMem_Free(p->keys);
     buf_free(&p->scratch);
     buf_free(&p->scratch2);
+    PyMem_Free(p->stops);
 }
 
 PyObject *scan(PyObject *module, PyObject *args) {
@@ -162,7 +163,7 @@ PyObject *scan(PyObject *module, PyObject *args) {
     if (!p.strs) return PyErr_NoMemory();
     Page *page = NULL;
     int data_kind = 0;
-    if (parse_page(&p, &data_kind) < 0) goto fail;
+    if (index_page(&p) < 0 || parse_page(&p, &data_kind) < 0) goto fail;
 
     page = PyObject_New(Page, &PageType);
     if (!page) goto fail;

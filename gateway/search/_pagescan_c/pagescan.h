@@ -142,6 +142,10 @@ typedef struct {
     Py_ssize_t n_keys, cap_keys;
     Container containers[N_CONTAINERS];
     Buf scratch, scratch2;
+    /* the page's index (lex.c `index_page`), a bit per byte in words of 64: its quotes and
+       the bytes a plain string cannot hold (backslash, control, non-ASCII) */
+    uint64_t *stops;
+    Py_ssize_t n_words;
 } Parser;
 
 /* leave the page to the Python path */
@@ -277,7 +281,28 @@ static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold)
 
 /* lex.c: JSON tokens. -1 with p->bail set leaves the page to Python; -1 alone is a Python error */
 void init_lex_tables(void);
-int lex_string(Parser *p, Span *out);
+int index_page(Parser *p);
+int lex_string_slow(Parser *p, Span *out);
+
+/* At the opening quote: validate the string, fill `out` (inside of the quotes). A string of
+   plain bytes (the first stop after its opening quote is its closing quote) is read from the
+   page's index, 64 bytes a step; any other goes the byte-reading way. */
+static inline int lex_string(Parser *p, Span *out) {
+    Py_ssize_t start = p->i + 1, w = start >> 6;
+    uint64_t stops = p->stops[w] & (~0ULL << (start & 63));
+    while (!stops) {
+        if (++w >= p->n_words) return lex_string_slow(p, out);
+        stops = p->stops[w];
+    }
+    Py_ssize_t end = (w << 6) + __builtin_ctzll(stops);
+    if (p->s[end] != '"') return lex_string_slow(p, out);
+    out->start = start;
+    out->end = end;
+    out->kind = K_STR;
+    out->flags = 0;
+    p->i = end + 1;
+    return 0;
+}
 int lex_number(Parser *p, Span *out);
 int lex_word(Parser *p, const char *word, int kind, Span *out);
 int unescape(const unsigned char *s, Span sp, Buf *b);
