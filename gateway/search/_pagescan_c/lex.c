@@ -54,20 +54,24 @@ static Py_ssize_t utf8_len(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
     return 0;
 }
 
+#ifdef __SSE2__
+/* A bit for each of 16 bytes that stops a plain string: a quote, a backslash, or (signed: bytes
+   from 0x80 on are negative, so one comparison finds them and controls) below 0x20. */
+static inline uint64_t stops16(__m128i x) {
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+        _mm_cmplt_epi8(x, space)));
+}
+#endif
+
 /* The end of the run of plain bytes at s[i]: no quote, backslash, control or non-ASCII byte. */
 static inline Py_ssize_t plain_run(const unsigned char *s, Py_ssize_t n, Py_ssize_t i) {
 #ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
-                  space = _mm_set1_epi8(0x20);
-    while (i + 16 <= n) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
-        /* signed: bytes >= 0x80 are negative, so one comparison finds them and controls */
-        __m128i special = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
-                                                    _mm_cmpeq_epi8(x, backslash)),
-                                       _mm_cmplt_epi8(x, space));
-        int mask = _mm_movemask_epi8(special);
-        if (mask) return i + __builtin_ctz((unsigned)mask);
-        i += 16;
+    for (; i + 16 <= n; i += 16) {
+        uint64_t mask = stops16(_mm_loadu_si128((const __m128i *)(s + i)));
+        if (mask) return i + __builtin_ctzll(mask);
     }
 #endif
     while (i + 8 <= n) {
@@ -95,14 +99,6 @@ static uint64_t stops_scalar(const unsigned char *block) {
 }
 
 #ifdef __SSE2__
-static inline uint64_t stops16(__m128i x) {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
-                  space = _mm_set1_epi8(0x20);
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-        _mm_cmplt_epi8(x, space)));
-}
-
 static void stops_sse2(const unsigned char *s, Py_ssize_t words, uint64_t *out) {
     for (Py_ssize_t w = 0; w < words; w++, s += 64) {
         out[w] = stops16(_mm_loadu_si128((const __m128i *)s)) |
@@ -112,6 +108,9 @@ static void stops_sse2(const unsigned char *s, Py_ssize_t words, uint64_t *out) 
     }
 }
 
+#endif
+
+#ifdef INDEX_AVX2
 __attribute__((target("avx2")))
 static inline uint64_t stops32(__m256i x) {
     const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\'),
@@ -347,19 +346,17 @@ static inline uint64_t word_upto(const unsigned char *s, size_t at, size_t len) 
 int head_index(Parser *p, Span sp) {
     const unsigned char *text = p->s + sp.start;
     Py_ssize_t len = sp.end - sp.start;
-    int direct = 1;
     if (sp.flags & F_ESC) {
         if (unescape(p->s, sp, &p->scratch) < 0) return -2;
         text = (const unsigned char *)p->scratch.data;
         len = p->scratch.len;
-        direct = 0;
     }
     if (len < 2 || len > LONGEST_HEAD) return -1;
     const HeadSlot *slot = &head_slots[head_slot(text, (size_t)len, head_seed)];
     if (slot->len != len) return -1;
     /* the key is inside the page and sixteen bytes from its start are readable: one or two
        words compared; else (the page's last bytes, or an unescaped copy) memcmp */
-    if (direct && p->n - sp.start >= 16) {
+    if (!(sp.flags & F_ESC) && p->n - sp.start >= 16) {
         uint64_t lo = word_upto(text, 0, (size_t)len), hi = word_upto(text, 8, (size_t)len);
         return lo == slot->lo && hi == slot->hi ? slot->index : -1;
     }
@@ -386,7 +383,7 @@ void init_lex_tables(void) {
     for (uint32_t seed = 0x9E3779B1u;; seed += 2) {
         int clash = 0;
         for (int k = 0; k < HEAD_SLOTS; k++) head_slots[k].index = head_slots[k].len = -1;
-        for (int k = 0; k < N_HEAD && !clash; k++) {
+        for (int k = 0; k < N_HEAD; k++) {
             const unsigned char *key = (const unsigned char *)HEAD_KEYS[k];
             size_t len = strlen(HEAD_KEYS[k]);
             HeadSlot *slot = &head_slots[head_slot(key, len, seed)];
