@@ -56,7 +56,8 @@ def safe_name(name: str | None, fallback: str = "file") -> str:
     stem, dot, ext = base.rpartition(".")
     if not dot:
         stem, ext = base, ""
-    ext = ext.strip()[:16]
+    # cut to 16 characters, then stripped again: the cut may end on a space inside it
+    ext = ext.strip()[:16].rstrip()
     stem = stem.strip(" .")
     if not stem or stem.lower().split(".")[0] in _WINDOWS_RESERVED:
         stem = f"{fallback}_{stem}" if stem else fallback

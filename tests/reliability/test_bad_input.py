@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from gateway.app import create_app
@@ -126,6 +126,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 @EXAMPLES
 @given(hostile_names)
+@example(".000000000000000 0")  # an extension cut to 16 characters on a space inside it
+@example("photo.abcdefghijklmno p q")
 def test_a_safe_name_is_one_real_file_inside_its_folder_and_stable(name: str) -> None:
     safe = safe_name(name)
     assert safe and len(safe.encode()) <= MAX_NAME_BYTES + 17
