@@ -15,15 +15,18 @@ and the event loop's own C (docs/decisions.md, "Where a pass-through's CPU goes"
 gives the same count within about 1 % (the API key and timer firings differ between runs).
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
-        [--access-log] [--route get|page|search] [--profile]
+        [--access-log] [--route get|page|search] [--limits] [--profile]
 
 `--route` picks the request: `get` (default) a small `/api/v2/memory/get` pass-through; `page`
 the search benchmark's page of 50 episodes (bench/search_cost.py) passed through unchanged
 (`POST /bench/page`, opened by `upstream.allow_paths`); `search` the same page answered by
 `/memories/search` (scanned, matched against 10 sessions of 200 attachments, re-written).
 `search` ÷ `page` is the search's cost over the pass-through of the same page without the
-kernel's share. `--profile` runs the requests once under cProfile instead (no valgrind) and
-prints the 30 functions with the most time of their own.
+kernel's share. `--limits` serves with every rate limit and the engine-call cap on, set so high
+that nothing is refused: with and without it, the limiter's own instructions, which the served
+benchmark (bench/passthrough_limits.py) can only see through ±10 % of noise. `--profile` runs
+the requests once under cProfile instead (no valgrind) and prints the 30 functions with the
+most time of their own.
 
 With several `--trees`, each is counted in turn with this checkout's interpreter; a tree is a
 checkout or `git archive` of the project (its C extension is not needed).
@@ -59,6 +62,11 @@ SEARCH_BODY = b'{"query": "trip", "user_id": "bench"}'
 ROUTES = {"get": b"/api/v2/memory/get", "page": b"/bench/page", "search": b"/memories/search"}
 CONNECTIONS = 16
 WARM_UP = 800
+# `--limits`: every rate limit and the engine-call cap on, set so high that nothing is refused
+# (each request still draws from its bucket and takes an engine slot), as
+# bench/passthrough_limits.py sets them; read by the child from its environment.
+LIMITS_ENV = "MGW_BENCH_LIMITS"
+LIMITS_ON = {"requests_per_s": 1_000_000, "burst": 1_000_000, "engine_concurrency_per_user": 1000}
 
 
 class _MemoryTransport:
@@ -124,8 +132,7 @@ class _ClientTransport(_MemoryTransport):
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
                 return
-            found = re.search(rb"(?im)^content-length: *(\d+)", self.head[:end])
-            self.left = (int(found.group(1)) if found else 0) - (len(self.head) - end - 4)
+            self.left = _content_length(self.head[:end]) - (len(self.head) - end - 4)
             self.head = self.head[:end]
         else:
             self.left -= len(data)
@@ -136,6 +143,19 @@ class _ClientTransport(_MemoryTransport):
     def writelines(self, pieces: Any) -> None:
         for piece in pieces:
             self.write(piece)
+
+
+def _content_length(head: bytes) -> int:
+    """The Content-Length a response head declares (0 without one), found by a byte search:
+    a regular expression's cost would grow with every header the gateway adds, and be counted
+    as the gateway's."""
+    lowered = head.lower()
+    at = lowered.find(b"\r\ncontent-length:")
+    if at < 0:
+        return 0
+    value = lowered[at + 17:]
+    stop = value.find(b"\r\n")
+    return int(value if stop < 0 else value[:stop])
 
 
 def seed_search(key: str) -> list[bytes]:
@@ -184,7 +204,8 @@ async def serve_requests(total: int, access_log: bool, route: str = "get") -> No
         settings = Settings().with_values(
             upstream={"base_url": "http://127.0.0.1:9", "allow_paths": ["POST /bench/page"],
                       "fetchable_hosts": ["cdn.example"]},
-            storage={"root": f"{tmp}/storage", "database": f"{tmp}/gw.db"})
+            storage={"root": f"{tmp}/storage", "database": f"{tmp}/gw.db"},
+            **({"rate_limits": LIMITS_ON} if os.environ.get(LIMITS_ENV) else {}))
         key = create_key(settings, "bench")
         if access_log:
             logs.configure("info", stream=open(os.devnull, "w"))  # noqa: SIM115
@@ -273,10 +294,14 @@ def main() -> int:
                         help="write the access line of each request (to /dev/null)")
     parser.add_argument("--route", nargs="+", choices=sorted(ROUTES), default=["get"],
                         help="the requests counted (several: each in turn, ratios to the first)")
+    parser.add_argument("--limits", action="store_true",
+                        help="with every rate limit and the engine-call cap on (never refusing)")
     parser.add_argument("--profile", action="store_true",
                         help="profile --n2 requests of the first route with cProfile instead")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.limits:
+        os.environ[LIMITS_ENV] = "1"  # the children's and this process's own serving
     if args.child is not None:
         run_child(args.child, args.access_log, args.route[0])
         return 0

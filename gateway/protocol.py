@@ -33,6 +33,15 @@ from gateway.errors import RequestHeadTooLarge, error_bytes
 # the moment of the write, a second body's worth of memory. Below, joining is the cheaper.
 JOIN_BELOW = 16 * 1024
 
+# Response header names seen, lowered, each free of the characters uvicorn refuses in a name:
+# a gateway's answers carry names from a small set (its own, its engine's), so most heads take
+# every name from here. Kept: names of up to NAME_BYTES, NAMES_KEPT of them (an engine that
+# makes up names fills it once; the rest are checked and lowered per head, as before).
+_NAMES: dict[bytes, bytes] = {}
+NAME_BYTES = 64
+NAMES_KEPT = 1024
+_FRAMING = (b"transfer-encoding", b"connection")  # besides Content-Length
+
 
 class OneWriteCycle(RequestResponseCycle):
     """uvicorn's request/response cycle, writing a declared-length head with the first body.
@@ -106,33 +115,75 @@ class OneWriteCycle(RequestResponseCycle):
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(self.scope),
                                     self.scope["method"], get_path_with_query_string(self.scope),
                                     self.scope["http_version"], status)
-        # A character no name may hold is found in the names' concatenation, and no value may
-        # hold a tab: one search over all of them tells whether one per header would find one.
-        # Only then are they checked one by one, in uvicorn's order, for uvicorn's error.
-        check_each = bool(
-            HEADER_RE.search(b"".join([name for name, _ in headers]))
-            or HEADER_VALUE_RE.search(b"\t".join([value for _, value in headers])))
+        framing = (self.expected_content_length, self.chunked_encoding, self.keep_alive)
+        head = self._usual_head(status, headers)
+        if head is None:  # something to refuse: uvicorn's own steps, for uvicorn's own error
+            self.expected_content_length, self.chunked_encoding, self.keep_alive = framing
+            head = self._checked_head(status, headers)
+        return head
+
+    def _usual_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes | None:
+        """The head in one pass, or None at the first thing uvicorn would refuse: a name known
+        from an earlier head is taken lowered from `_NAMES` (no check, no lower), the values
+        are checked once joined, and a Content-Length that is not a number gives up too."""
+        content = [STATUS_LINE[status]]
+        values = []
+        has_connection_close = False
+        for name, value in headers:
+            lowered = _NAMES.get(name)
+            if lowered is None:
+                if HEADER_RE.search(name):
+                    return None
+                lowered = name.lower()
+                if len(name) <= NAME_BYTES and len(_NAMES) < NAMES_KEPT:
+                    _NAMES[name] = lowered
+            values.append(value)
+            if lowered == b"content-length":
+                if self.chunked_encoding is None:
+                    try:
+                        self.expected_content_length = int(value.decode())
+                    except ValueError:
+                        return None
+                    self.chunked_encoding = False
+            elif lowered in _FRAMING:
+                has_connection_close |= self._framing(lowered, value)
+            content += (lowered, b": ", value, b"\r\n")
+        if values and HEADER_VALUE_RE.search(b"\t".join(values)):
+            return None
+        return self._head_end(status, content, has_connection_close)
+
+    def _checked_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """uvicorn's own steps (0.54): each header checked in order, the first bad one refused."""
         content = [STATUS_LINE[status]]
         has_connection_close = False
         for name, value in headers:
-            if check_each:
-                if HEADER_RE.search(name):
-                    raise RuntimeError("Invalid HTTP header name.")
-                if HEADER_VALUE_RE.search(value):
-                    raise RuntimeError("Invalid HTTP header value.")
+            if HEADER_RE.search(name):
+                raise RuntimeError("Invalid HTTP header name.")
+            if HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header value.")
             name = name.lower()
             if name == b"content-length" and self.chunked_encoding is None:
                 self.expected_content_length = int(value.decode())
                 self.chunked_encoding = False
-            elif name == b"transfer-encoding" and value.lower() == b"chunked":
+            elif name in _FRAMING:
+                has_connection_close |= self._framing(name, value)
+            content.extend([name, b": ", value, b"\r\n"])
+        return self._head_end(status, content, has_connection_close)
+
+    def _framing(self, name: bytes, value: bytes) -> bool:
+        """A Transfer-Encoding or Connection header (`name` lowered) as uvicorn reads it;
+        whether it asks to close the connection."""
+        if name == b"transfer-encoding":
+            if value.lower() == b"chunked":
                 self.expected_content_length = 0
                 self.chunked_encoding = True
-            elif name == b"connection":
-                connection = [token.lower().strip() for token in value.split(b",")]
-                if b"close" in connection:
-                    self.keep_alive = False
-                    has_connection_close = True
-            content.extend([name, b": ", value, b"\r\n"])
+            return False
+        if b"close" in [token.lower().strip() for token in value.split(b",")]:
+            self.keep_alive = False
+            return True
+        return False
+
+    def _head_end(self, status: int, content: list[bytes], has_connection_close: bool) -> bytes:
         if not self.keep_alive and not has_connection_close:
             content.append(b"connection: close\r\n")
         if (self.chunked_encoding is None and self.scope["method"] != "HEAD"

@@ -3,12 +3,14 @@ table, and the token-bucket arithmetic behind the RateLimit headers."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from starlette.routing import Route
 
 from gateway.config import Settings
 from gateway.limits import buckets as buckets_module
-from gateway.limits.buckets import Grant, LocalBuckets, Policy
+from gateway.limits.buckets import Grant, LocalBuckets, Policy, standing
 from gateway.limits.classes import (
     ENGINE_READ,
     ENGINE_WRITE,
@@ -111,6 +113,24 @@ def test_grant_headers_count_whole_tokens_and_seconds() -> None:
     refused = dict(Grant(False, policy, 0.25).headers())
     assert refused[b"ratelimit-remaining"] == b"0"
     assert refused[b"retry-after"] == b"2"  # 0.75 of a token at 0.5/s
+
+
+@pytest.mark.parametrize(("rate", "capacity"), [(0.5, 10), (2.0, 3), (1_000_000.0, 1_000_000),
+                                                 (3.0, 1)])
+def test_a_full_buckets_headers_are_kept_and_say_what_they_would_compute(
+    rate: float, capacity: int
+) -> None:
+    policy = Policy(rate=rate, capacity=capacity)
+    full = standing(policy, capacity - 1.0)
+    assert full is standing(policy, capacity - 1.0)  # made once per policy
+    remaining = capacity - 1
+    assert dict(full) == {b"ratelimit-limit": b"%d" % capacity,
+                          b"ratelimit-remaining": b"%d" % remaining,
+                          b"ratelimit-reset": b"%d" % math.ceil(1 / rate)}
+    assert list(full) == Grant(True, policy, capacity - 1.0).headers()
+    # any other standing is computed: a token less, or part of one
+    assert dict(standing(policy, max(0.0, capacity - 1.5)))[b"ratelimit-remaining"] == (
+        b"%d" % math.floor(max(0.0, capacity - 1.5)))
 
 
 def test_local_buckets_refill_by_their_clock() -> None:

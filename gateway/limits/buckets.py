@@ -15,6 +15,8 @@ from functools import cached_property
 from gateway.store import rate_buckets
 from gateway.store.database import Database
 
+Headers = tuple[tuple[bytes, bytes], ...]
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -24,6 +26,12 @@ class Policy:
     @cached_property
     def limit_header(self) -> tuple[bytes, bytes]:
         return (b"ratelimit-limit", b"%d" % self.capacity)
+
+    @cached_property
+    def full_headers(self) -> Headers:
+        """The headers after a request drew from a full bucket: the same every time, and the
+        common case (a credential below its rate finds its bucket full again)."""
+        return _standing(self, self.capacity - 1.0)
 
 
 class Grant:
@@ -58,11 +66,14 @@ class Grant:
         return out
 
 
-Headers = tuple[tuple[bytes, bytes], ...]
-
-
 def standing(policy: Policy, tokens: float) -> Headers:
     """The RateLimit headers of a bucket holding `tokens` (>= 0) after a request."""
+    if tokens == policy.capacity - 1.0:
+        return policy.full_headers
+    return _standing(policy, tokens)
+
+
+def _standing(policy: Policy, tokens: float) -> Headers:
     return (policy.limit_header,
             (b"ratelimit-remaining", b"%d" % int(tokens)),  # tokens >= 0: int() floors
             (b"ratelimit-reset", b"%d" % -((tokens - policy.capacity) // policy.rate)))
