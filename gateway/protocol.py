@@ -27,19 +27,17 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from gateway.errors import RequestHeadTooLarge, error_bytes
+from gateway.header_names import remember
 
 # A body from this many bytes on goes out beside its held head in one `writelines` (one writev
 # on uvloop) rather than copied behind it: a 94 KB search answer's copy cost about 2 µs and, for
 # the moment of the write, a second body's worth of memory. Below, joining is the cheaper.
 JOIN_BELOW = 16 * 1024
 
-# Response header names seen, lowered, each free of the characters uvicorn refuses in a name:
-# a gateway's answers carry names from a small set (its own, its engine's), so most heads take
-# every name from here. Kept: names of up to NAME_BYTES, NAMES_KEPT of them (an engine that
-# makes up names fills it once; the rest are checked and lowered per head, as before).
+# Response header names seen, lowered, by spelling (gateway/header_names.py), each free of the
+# characters uvicorn refuses in a name: a gateway's answers carry names from a small set (its
+# own, its engine's), so most heads take every name from here, unchecked.
 _NAMES: dict[bytes, bytes] = {}
-NAME_BYTES = 64
-NAMES_KEPT = 1024
 _FRAMING = (b"transfer-encoding", b"connection")  # besides Content-Length
 
 
@@ -135,8 +133,7 @@ class OneWriteCycle(RequestResponseCycle):
                 if HEADER_RE.search(name):
                     return None
                 lowered = name.lower()
-                if len(name) <= NAME_BYTES and len(_NAMES) < NAMES_KEPT:
-                    _NAMES[name] = lowered
+                remember(_NAMES, name, lowered)
             values.append(value)
             if lowered == b"content-length":
                 if self.chunked_encoding is None:
@@ -148,7 +145,7 @@ class OneWriteCycle(RequestResponseCycle):
             elif lowered in _FRAMING:
                 has_connection_close |= self._framing(lowered, value)
             content += (lowered, b": ", value, b"\r\n")
-        if values and HEADER_VALUE_RE.search(b"\t".join(values)):
+        if HEADER_VALUE_RE.search(b"\t".join(values)):
             return None
         return self._head_end(status, content, has_connection_close)
 

@@ -29,6 +29,7 @@ from typing import cast
 import httptools
 
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
+from gateway.header_names import remember
 from gateway.upstream.origin import UpstreamOrigin
 
 log = logging.getLogger("gateway.upstream")
@@ -38,13 +39,8 @@ PAUSE_READING_ABOVE = 512 * 1024  # buffered response bytes before the socket is
 MAX_RESPONSE_HEADERS = 100
 MAX_RESPONSE_HEAD_BYTES = 64 * 1024
 _SKIPPED_REQUEST_HEADERS = frozenset({"content-length", "transfer-encoding", "expect", "host"})
-# Request header names seen, lowered, by spelling: the names are the same few strings request
-# after request (their hash is kept with them), so a lookup here is cheaper than lowering each
-# one; bounded, cleared when full, and only names of up to _LOWERED_NAME_CHARS are kept (a
-# client's long made-up names would otherwise pin up to a head's size each).
+# Request header names seen, lowered, by spelling (gateway/header_names.py).
 _LOWERED: dict[str, str] = {}
-_LOWERED_LIMIT = 1024
-_LOWERED_NAME_CHARS = 64
 
 
 class RefusedAnswer(UpstreamUnavailable):
@@ -425,10 +421,7 @@ class Http1Pool:
             lowered = lowered_names.get(name)
             if lowered is None:
                 lowered = name.lower()
-                if len(name) <= _LOWERED_NAME_CHARS:
-                    if len(lowered_names) >= _LOWERED_LIMIT:
-                        lowered_names.clear()
-                    lowered_names[name] = lowered
+                remember(lowered_names, name, lowered)
             if lowered in _SKIPPED_REQUEST_HEADERS:
                 if lowered == "content-length":
                     declared_length = value
