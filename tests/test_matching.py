@@ -342,3 +342,31 @@ def test_probed_names_agree_with_the_naive_definition(
     if page_scan.AVAILABLE:
         for ensure_ascii in (True, False):
             assert _scanned_names(names, strings, ensure_ascii) == expected
+
+
+# Probing reads a string's places 32 at a time, its last block overlapping the one before (it
+# ends at the string's end), and strings shorter than a block one place at a time: a name is
+# found wherever it lies in a string of any length, as the ASCII text sent (the page's own
+# bytes) and as text the scanner decodes and lower-cases first ("é" makes it do so).
+def test_a_name_is_found_at_every_place_in_strings_of_every_length() -> None:
+    if not page_scan.AVAILABLE:
+        return
+    for names in (["x"], ["ab", "zz"], ["photo.png"], ["session0-photo-001.png", "zzzz"],
+                  ["a" * 40]):
+        rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+                 "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+                for n, name in enumerate(names)]
+        name = names[0]
+        for lead in ("", "é"):
+            texts = [lead + "q" * at + name.upper() + "q" * (length - at - len(name))
+                     for length in range(len(name), 100) for at in range(length - len(name) + 1)]
+            texts += [lead + "q" * length for length in range(100)]  # and nowhere
+            page = page_scan.scan(json.dumps({"results": [
+                {"session_id": "s1", "text": text} for text in texts]}).encode(), False)
+            assert page is not None
+            for probe in (True, False):
+                out, _ = scanned_answer(page, set(), {"s1": _build(1, rows, probe=probe)})
+                found = [[a["name"] for a in result["attachments"]]
+                         for result in jsonio.loads(out)["results"]]
+                assert found == [[name] if name.upper() in text else [] for text in texts], (
+                    names, lead, probe)

@@ -844,15 +844,29 @@ static inline __m256i wide_buckets_at(const unsigned char *at, __m256i lo, __m25
 
 #define WIDE_BLOCK (32 + LEAD_BYTES - 1)
 
+/* The places among the 32 from `at` where a name may start, by the lead filter: a bit each. */
+__attribute__((target("avx2")))
+static inline unsigned wide_places(const unsigned char *at, const __m256i *wlo,
+                                   const __m256i *whi) {
+    __m256i all = _mm256_and_si256(
+        _mm256_and_si256(wide_buckets_at(at, wlo[0], whi[0]),
+                         wide_buckets_at(at + 1, wlo[1], whi[1])),
+        wide_buckets_at(at + 2, wlo[2], whi[2]));
+    return ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, _mm256_setzero_si256()));
+}
+
 /* Mark the names occurring in text[0:len], as `find_names`, by probing: at each place the lead
    filter lets through, the names of each length starting with its byte are looked up by the
    hash of as many of the text's bytes, and a slot with that hash compared. Every name occurring
-   starts at such a place, so each is found. Text that keeps the probes busy (many places let
-   through, long names compared in vain) is read again by the automaton, whole, under its own
-   stamp `again`: the automaton stops a chain of suffixes at the first name it has marked
-   (`report`), which is right only for names it marked itself, so probes never overwrite its
-   marks. A name found both ways is listed twice at most; its attachments are written once
-   (`attach` marks their uris). */
+   starts at such a place, so each is found. The places are read 32 at a time as a bit mask,
+   and a string's last block overlaps the one before it (it ends at the string's end), so no
+   byte is read past the string and none one at a time but in strings shorter than a block;
+   places from which no name fits are never let through. Text that keeps the probes busy (many
+   places let through, long names compared in vain) is read again by the automaton, whole,
+   under its own stamp `again`: the automaton stops a chain of suffixes at the first name it
+   has marked (`report`), which is right only for names it marked itself, so probes never
+   overwrite its marks. A name found both ways is listed twice at most; its attachments are
+   written once (`attach` marks their uris). */
 __attribute__((target("avx2")))
 static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ssize_t len,
                               int fold, Marks *marks, uint64_t stamp, uint64_t again,
@@ -863,59 +877,66 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
         wlo[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][0]));
         whi[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][1]));
     }
-    const __m256i wzero = _mm256_setzero_si256();
     const ProbeSlot *slots = m->slots;
     const uint32_t mask = m->probe_mask;
-    /* past `end` no name fits in what is left */
-    Py_ssize_t i = 0, work = 0, last = len - (LEAD_BYTES - 1), end = len - m->min_len;
-    for (;;) {
-        /* to the next place a name may start: thirty-two places at a time, then sixteen
-           (`lead_skip`), the last ones one at a time (the last two: all of them) */
-        for (; i + WIDE_BLOCK <= len; i += 32) {
-            __m256i all = _mm256_and_si256(
-                _mm256_and_si256(wide_buckets_at(text + i, wlo[0], whi[0]),
-                                 wide_buckets_at(text + i + 1, wlo[1], whi[1])),
-                wide_buckets_at(text + i + 2, wlo[2], whi[2]));
-            unsigned found = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, wzero));
-            if (found) {
-                i += __builtin_ctz(found);
-                goto probe;
+    /* past `end` no name fits in what is left; from `last` on the filter cannot read three
+       bytes, so those places (only there when a name is shorter than three) are all let
+       through */
+    Py_ssize_t work = 0, last = len - (LEAD_BYTES - 1), end = len - m->min_len;
+    /* blocks past `full` hold a place past `end` or end past the string: the last one or
+       two, read the careful way */
+    Py_ssize_t full = len - WIDE_BLOCK < end - 31 ? len - WIDE_BLOCK : end - 31;
+    for (Py_ssize_t base = 0; base <= end; base += 32) {
+        unsigned places;
+        if (base <= full) {
+            places = wide_places(text + base, wlo, whi);
+        } else {
+            places = 0;
+            if (base + WIDE_BLOCK <= len) { /* a block with places past `end` */
+                places = wide_places(text + base, wlo, whi);
+            } else if (len >= WIDE_BLOCK) { /* the block ending at the string's end */
+                Py_ssize_t from = len - WIDE_BLOCK;
+                if (base - from < 32) places = wide_places(text + from, wlo, whi) >> (base - from);
+            } else { /* a string shorter than a block */
+                for (Py_ssize_t i = base; i < last && i <= end; i++)
+                    if (may_start(leads, text[i], text[i + 1], text[i + 2]))
+                        places |= 1u << (i - base);
             }
+            for (Py_ssize_t i = last > base ? last : base; i <= end && i < base + 32; i++)
+                places |= 1u << (i - base);
+            if (end - base < 31) places &= (2u << (end - base)) - 1;
         }
-        if (i + LEAD_BLOCK <= len) {
-            i = lead_skip(leads, text, i, len);
-            if (i + LEAD_BLOCK <= len) goto probe;
-        }
-        while (i < last && !may_start(leads, text[i], text[i + 1], text[i + 2])) i++;
-    probe:
-        if (i > end) break;
-        work++; /* a place let through */
-        unsigned b = fold ? LOWER[text[i]] : text[i];
-        const Py_ssize_t *lens = m->lens + m->len_first[b];
-        for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
-            Py_ssize_t n = lens[k];
-            uint64_t h = probe_hash(text + i, n, fold);
-            for (uint32_t at = (uint32_t)(h >> 32) & mask;; at = (at + 1) & mask) {
-                const ProbeSlot *slot = &slots[at];
-                work++;
-                if (slot->name < 0) break;
-                if (slot->hash != h || slot->len != n) continue;
-                /* found already in the item, by a probe or by the automaton (whose marks stay
-                   its own): nothing to compare (another name of this hash may be here) */
-                uint64_t held = marks->names[slot->name];
-                if (held == stamp || held == again) continue;
-                if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
-                    work += n >> 3; /* compared in vain */
-                    continue;       /* the next slots may hold a name of the same hash */
+        while (places) {
+            Py_ssize_t i = base + __builtin_ctz(places);
+            places &= places - 1;
+            work++; /* a place let through */
+            unsigned b = fold ? LOWER[text[i]] : text[i];
+            const Py_ssize_t *lens = m->lens + m->len_first[b];
+            for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
+                Py_ssize_t n = lens[k];
+                uint64_t h = probe_hash(text + i, n, fold);
+                for (uint32_t at = (uint32_t)(h >> 32) & mask;; at = (at + 1) & mask) {
+                    const ProbeSlot *slot = &slots[at];
+                    work++;
+                    if (slot->name < 0) break;
+                    if (slot->hash != h || slot->len != n) continue;
+                    /* found already in the item, by a probe or by the automaton (whose marks
+                       stay its own): nothing to compare (another name of this hash may be
+                       here) */
+                    uint64_t held = marks->names[slot->name];
+                    if (held == stamp || held == again) continue;
+                    if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
+                        work += n >> 3; /* compared in vain */
+                        continue;       /* the next slots may hold a name of the same hash */
+                    }
+                    marks->names[slot->name] = stamp;
+                    marks->hits[n_hits++] = slot->name;
+                    break; /* one slot per name's bytes */
                 }
-                marks->names[slot->name] = stamp;
-                marks->hits[n_hits++] = slot->name;
-                break; /* one slot per name's bytes */
             }
+            if (work > ((i + 1) >> 3) + PROBE_SLACK)
+                return find_names(m, text, len, fold, marks, again, n_hits);
         }
-        i++;
-        if (work > (i >> 3) + PROBE_SLACK)
-            return find_names(m, text, len, fold, marks, again, n_hits);
     }
     return n_hits;
 }

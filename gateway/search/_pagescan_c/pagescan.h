@@ -247,10 +247,14 @@ extern unsigned char LOWER[256];
 #define HIGHS 0x8080808080808080ULL
 #define HAS_ZERO(x) (((x) - ONES) & ~(x) & HIGHS)
 
+/* The page's bytes are a bytes object's, which end in a NUL one past the last (`s[n]`): a
+   byte that must be a given character (not NUL) or whitespace is read without testing the
+   bound first. */
 static inline void skip_ws(Parser *p) {
     const unsigned char *s = p->s;
-    Py_ssize_t i = p->i, n = p->n;
-    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++;
+    Py_ssize_t i = p->i;
+    if (s[i] > ' ') return; /* the usual case: no whitespace */
+    while (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') i++;
     p->i = i;
 }
 

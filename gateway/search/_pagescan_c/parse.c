@@ -40,7 +40,19 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
         text = (const unsigned char *)p->scratch.data;
         len = p->scratch.len;
     }
-    uint64_t bit = 1ULL << (name_hash(text, len, 0) >> 58);
+    /* any hash will do for the filter: the key's length and first and last eight bytes
+       (fewer than eight: read as a word only inside the page, whose bytes end in a NUL) */
+    uint64_t a = 0, b = 0;
+    if (len >= 8) {
+        memcpy(&a, text, 8);
+        memcpy(&b, text + len - 8, 8);
+    } else if (!(key.flags & F_ESC) && p->n - key.start >= 8) {
+        memcpy(&a, text, 8);
+        a &= len ? ~0ULL >> (64 - 8 * len) : 0;
+    } else {
+        for (Py_ssize_t k = 0; k < len; k++) a = a << 8 | text[k];
+    }
+    uint64_t bit = 1ULL << ((a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)len) * 0xC2B2AE3D27D4EB4FULL) >> 58);
     if (*seen & bit) {
         for (Py_ssize_t k = first; k < p->n_keys; k++) {
             Span other = p->keys[k];
@@ -77,7 +89,7 @@ static int open_members(Parser *p, char close) {
     if (++p->depth > MAX_DEPTH) FAIL(p);
     p->i++;
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == close) {
+    if (p->s[p->i] == close) {
         p->i++;
         p->depth--;
         return 0;
@@ -87,12 +99,12 @@ static int open_members(Parser *p, char close) {
 
 static int next_member(Parser *p, char close) {
     skip_ws(p);
-    if (p->i < p->n && p->s[p->i] == ',') {
+    if (p->s[p->i] == ',') {
         p->i++;
         skip_ws(p);
         return 1;
     }
-    if (p->i < p->n && p->s[p->i] == close) {
+    if (p->s[p->i] == close) {
         p->i++;
         p->depth--;
         return 0;
@@ -100,11 +112,11 @@ static int next_member(Parser *p, char close) {
     FAIL(p);
 }
 
-static int read_key(Parser *p, Span *key) {
-    if (p->i >= p->n || p->s[p->i] != '"') FAIL(p);
+static inline int read_key(Parser *p, Span *key) {
+    if (p->s[p->i] != '"') FAIL(p);
     if (lex_string(p, key) < 0) return -1;
     skip_ws(p);
-    if (p->i >= p->n || p->s[p->i] != ':') FAIL(p);
+    if (p->s[p->i] != ':') FAIL(p);
     p->i++;
     skip_ws(p);
     return 0;
@@ -211,7 +223,11 @@ static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, 
         } else {
             int b64 = at >= 0 ? 0 : key_is(p, key, "base64"); /* no field name is "base64" */
             if (b64 < 0) return -1;
-            if (parse_value(p, !b64, &value) < 0) return -1;
+            if (p->s[p->i] == '"') { /* parse_value's most common case, without the call */
+                if (lex_string(p, &value) < 0 || (!b64 && push_str(p, value) < 0)) return -1;
+            } else if (parse_value(p, !b64, &value) < 0) {
+                return -1;
+            }
         }
         if (known) {
             spans[at] = value;
