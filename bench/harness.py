@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,23 +62,26 @@ def process(
 
 @contextmanager
 def gateway(
-    upstream_url: str, extra_env: dict[str, str] | None = None, serve: list[str] | None = None
+    upstream_url: str, extra_env: Mapping[str, str | None] | None = None,
+    serve: list[str] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """A gateway process in front of `upstream_url`; yields (base URL, API key).
 
-    `serve` replaces the command after the interpreter (default `-m gateway serve`)."""
+    `serve` replaces the command after the interpreter (default `-m gateway serve`); a None
+    in `extra_env` leaves that variable out (an older tree refuses settings it does not know)."""
     with gateway_process(upstream_url, extra_env, serve) as (url, key, _):
         yield url, key
 
 
 @contextmanager
 def gateway_process(
-    upstream_url: str, extra_env: dict[str, str] | None = None, serve: list[str] | None = None
+    upstream_url: str, extra_env: Mapping[str, str | None] | None = None,
+    serve: list[str] | None = None,
 ) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """Like `gateway`, also yielding the process (for memory measurements)."""
     with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
         port = free_port()
-        env = {
+        settings: dict[str, str | None] = {
             **os.environ,
             "MEMORY_GATEWAY_UPSTREAM_BASE_URL": upstream_url,
             "MEMORY_GATEWAY_STORAGE_ROOT": f"{tmp}/storage",
@@ -93,6 +96,7 @@ def gateway_process(
             "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": '["cdn.example"]',
             **(extra_env or {}),
         }
+        env = {name: value for name, value in settings.items() if value is not None}
         created = subprocess.run(
             [PYTHON, "-m", "gateway", "keys", "create", "--user", "bench"],
             env=env, cwd=ROOT, capture_output=True, text=True, check=True,

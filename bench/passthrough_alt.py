@@ -45,21 +45,29 @@ def serve_from(tree: Path) -> list[str]:
                   "from gateway.cli import main; raise SystemExit(main(['serve']))"]
 
 
-def variant(name: str, base_tree: Path | None) -> tuple[list[str] | None, dict[str, str]]:
+# The search benchmarks' settings (bench/harness.py), which the pass-through does not use: left
+# out for every variant, so that a tree older than them (`base`) starts and all run alike.
+SEARCH_SETTINGS: dict[str, str | None] = {"MEMORY_GATEWAY_UPSTREAM_ALLOW_PATHS": None,
+                                          "MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": None}
+
+
+def variant(name: str, base_tree: Path | None
+            ) -> tuple[list[str] | None, dict[str, str | None]]:
     """(the command after the interpreter, extra environment) of a variant."""
     launcher = str(ROOT / "bench" / "serve_variant.py")
     if name == "current":
-        return None, {}
+        return None, SEARCH_SETTINGS
     if name == "base":
         if base_tree is None:
             raise SystemExit("the base variant needs --base-tree")
-        return serve_from(base_tree), {}
+        return serve_from(base_tree), SEARCH_SETTINGS
     if name == "httpx":
-        return None, {"MEMORY_GATEWAY_UPSTREAM_CLIENT": "httpx"}
+        return None, {**SEARCH_SETTINGS, "MEMORY_GATEWAY_UPSTREAM_CLIENT": "httpx"}
     if name in ("twowrites", "asyncio"):
-        return [launcher, name], {}
+        return [launcher, name], SEARCH_SETTINGS
     if name == "granian":
-        return [launcher, name], {"PYTHONPATH": os.environ.get("GRANIAN_PATH", "")}
+        return [launcher, name], {**SEARCH_SETTINGS,
+                                  "PYTHONPATH": os.environ.get("GRANIAN_PATH", "")}
     raise SystemExit(f"unknown variant {name!r}")
 
 
