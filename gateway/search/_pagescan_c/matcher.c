@@ -892,10 +892,8 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
             places = wide_places(text + base, wlo, whi);
         } else {
             places = 0;
-            if (base + WIDE_BLOCK <= len) { /* a block with places past `end` */
-                places = wide_places(text + base, wlo, whi);
-            } else if (len >= WIDE_BLOCK) { /* the block ending at the string's end */
-                Py_ssize_t from = len - WIDE_BLOCK;
+            if (len >= WIDE_BLOCK) { /* inside the string: the last block ends at its end */
+                Py_ssize_t from = base + WIDE_BLOCK <= len ? base : len - WIDE_BLOCK;
                 if (base - from < 32) places = wide_places(text + from, wlo, whi) >> (base - from);
             } else { /* a string shorter than a block */
                 for (Py_ssize_t i = base; i < last && i <= end; i++)

@@ -41,7 +41,8 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
         len = p->scratch.len;
     }
     /* any hash will do for the filter: the key's length and first and last eight bytes
-       (fewer than eight: read as a word only inside the page, whose bytes end in a NUL) */
+       (a shorter key: read as one masked word where eight bytes of the page follow its start,
+       else byte by byte) */
     uint64_t a = 0, b = 0;
     if (len >= 8) {
         memcpy(&a, text, 8);
