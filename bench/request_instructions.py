@@ -163,7 +163,7 @@ def seed_search(key: str) -> list[bytes]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import search_cost
 
-    _UpstreamTransport.page = upstream_answer(json.dumps(search_cost.search_page()).encode())
+    _UpstreamTransport.page = upstream_answer(search_cost.page_bytes())
     adds = []
     for session in range(search_cost.SESSIONS):
         body = json.dumps({"session_id": f"bench-session-{session}", "messages": [{

@@ -20,7 +20,6 @@ the same way round (SQLite's cost ÷ PostgreSQL's: ≥ 0.8 means at most 25 % mo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ROOT, fast_upstream, gateway_process, load, median  # noqa: E402
 from passthrough import BODY, PATH  # noqa: E402
-from search_cost import search_page, seed  # noqa: E402
+from search_cost import page_bytes, seed  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests import postgres_server  # noqa: E402
@@ -92,7 +91,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp, seaweedfs("bench") as s3:
             print(f"S3 (SeaweedFS) at {s3.endpoint_url}")
             page_file = Path(tmp) / "page.json"
-            page_file.write_text(json.dumps(search_page()))
+            page_file.write_bytes(page_bytes())
 
             def on_pg(prefix: str, **more: str) -> dict[str, str]:
                 return {"MEMORY_GATEWAY_STORAGE_DATABASE": server.create_database(),

@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ROOT, fast_upstream, gateway  # noqa: E402
-from search_cost import ATTACHMENTS, filename, search_page  # noqa: E402
+from search_cost import ATTACHMENTS, engine_json, filename, search_page  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from gateway import jsonio  # noqa: E402
@@ -71,9 +71,9 @@ def episodes(texts: list[str]) -> bytes:
               "session_id": SESSION, "timestamp": "2026-11-30T00:00:00Z", "summary": text[:120],
               "episode": text, "type": "Conversation", "score": 1.0 - i / 100}
              for i, text in enumerate(texts)]
-    return json.dumps({"request_id": "bench", "data": {
+    return engine_json({"request_id": "bench", "data": {
         "episodes": items, "profiles": [], "agent_cases": [], "agent_skills": [],
-        "unprocessed_messages": []}}).encode()
+        "unprocessed_messages": []}})
 
 
 def ordinary() -> tuple[bytes, list[str]]:
@@ -81,7 +81,7 @@ def ordinary() -> tuple[bytes, list[str]]:
     for item in page["data"]["episodes"]:
         item["session_id"] = SESSION  # one session holding all the names the page names
     names = [filename(s, i) for s in range(10) for i in range(ATTACHMENTS)]
-    return json.dumps(page).encode(), names
+    return engine_json(page), names
 
 
 def no_extension(rng: random.Random) -> tuple[bytes, list[str]]:
@@ -122,9 +122,9 @@ def long_text_body(names: list[str], rng: random.Random) -> bytes:
     message = {"message_id": "m1", "user_id": "bench", "app_id": "default",
                "project_id": "default", "session_id": SESSION, "sender_id": "bench",
                "role": "user", "timestamp": "2026-11-30T00:00:00Z", "content": content}
-    return json.dumps({"request_id": "bench", "data": {
+    return engine_json({"request_id": "bench", "data": {
         "episodes": [], "profiles": [], "agent_cases": [], "agent_skills": [],
-        "unprocessed_messages": [message]}}).encode()
+        "unprocessed_messages": [message]}})
 
 
 PROSE_WORDS = (

@@ -268,7 +268,7 @@ def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from search_cost import ATTACHMENTS, SESSIONS, filename, search_page
+    from search_cost import ATTACHMENTS, SESSIONS, filename, page_bytes
 
     from gateway import jsonio
     from gateway.search import page_scan
@@ -276,7 +276,7 @@ def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:
     from gateway.search.index import _build
     from gateway.search.items import find_items
 
-    body = json.dumps(search_page()).encode()
+    body = page_bytes()
     rows = {
         f"bench-session-{s}": [
             {"id": f"att_{s}_{i}", "name": filename(s, i), "content_type": "image/png",

@@ -87,6 +87,17 @@ def search_page() -> dict[str, Any]:
                                             "unprocessed_messages": []}}
 
 
+def engine_json(value: Any) -> bytes:
+    """`value` as EverOS writes an answer: Starlette's JSONResponse, compact separators and UTF-8
+    (no whitespace between tokens, non-ASCII characters as they are)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def page_bytes() -> bytes:
+    """The search page as the engine sends it."""
+    return engine_json(search_page())
+
+
 def seed(url: str, key: str, stored: bool, urls: bool) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     tiny = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
@@ -132,7 +143,7 @@ def main() -> int:
     body = b'{"query": "trip", "user_id": "bench"}'
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         page_file = Path(tmp) / "page.json"
-        page_file.write_text(json.dumps(search_page()))
+        page_file.write_bytes(page_bytes())
         print(f"page: {RESULTS} results, {page_file.stat().st_size} bytes; "
               f"{SESSIONS} sessions x {ATTACHMENTS} attachments; search path: {args.path}; "
               f"attachments: {'stored' if args.stored else 'client URIs'}"

@@ -12,7 +12,6 @@ the scanner's. The question (docs/decisions.md): is the alternative within 15 %?
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ROOT, fast_upstream, gateway, load  # noqa: E402
-from search_cost import RESULTS, search_page, seed  # noqa: E402
+from search_cost import RESULTS, page_bytes, seed  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from gateway.search import page_scan  # noqa: E402
@@ -47,7 +46,7 @@ def main() -> int:
     ratios: dict[str, list[float]] = {name: [] for name in PATHS}
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         page_file = Path(tmp) / "page.json"
-        page_file.write_text(json.dumps(search_page()))
+        page_file.write_bytes(page_bytes())
         print(f"page: {RESULTS} results, {page_file.stat().st_size} bytes")
         upstream = stack.enter_context(fast_upstream(page_file))
         gateways = {}

@@ -323,6 +323,32 @@ def test_text_that_keeps_the_probes_busy_is_left_to_the_automaton_and_every_name
         assert _scanned_names(sorted(names), [text], True) == expected, text[:50]
 
 
+# A name found again in the same item (an episode's summary and its text both name the file)
+# costs its probe the slots up to the name's own, when no other name has its hash and length.
+# Probing used to look on to the next empty slot, and text naming a file again whose slot sits
+# in a long run of held ones was left to the automaton (35 of these 200 items, each naming its
+# file three times).
+def test_a_name_found_again_costs_its_probe_one_slot_and_keeps_the_text_probed() -> None:
+    if not page_scan.AVAILABLE or not _has_avx2():
+        return
+    names = [f"session6-photo-{i:03d}.png" for i in range(200)]
+    rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+            for n, name in enumerate(names)]
+    built = _build(1, rows)
+    assert built.native.probing
+    texts = [f"On day {n} they shared " + ", ".join([name.upper()] * 2) + " and left."
+             for n, name in enumerate(names)]
+    page = page_scan.scan(json.dumps({"results": [
+        {"session_id": "s1", "summary": text[:60], "text": text} for text in texts]}).encode(),
+        False)
+    assert page is not None
+    out, attached = scanned_answer(page, set(), {"s1": built})
+    found = [[a["name"] for a in result["attachments"]] for result in jsonio.loads(out)["results"]]
+    assert found == [[name] for name in names] and attached == len(names)
+    assert built.native.handed_over == 0
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["ab", "abc", "a.b", "ba.ab", "b.b.b", "abab", "x"]),
                 min_size=1, max_size=5),

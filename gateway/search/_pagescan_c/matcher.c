@@ -259,8 +259,18 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         }
         if (m->slots[slot].name >= 0) continue; /* the same bytes as a name before it */
         memcpy(m->name_bytes + off, bytes, (size_t)len);
-        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index};
+        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index, 1};
         off += len;
+    }
+    /* names of one hash and length are few (none, as a rule): each such slot looks at the
+       others in its cluster (a run of held slots), where all of them are */
+    for (uint32_t k = 0; k < size; k++) {
+        ProbeSlot *held = &m->slots[k];
+        if (held->name < 0) continue;
+        for (uint32_t j = (k + 1) & m->probe_mask; j != k && m->slots[j].name >= 0;
+             j = (j + 1) & m->probe_mask)
+            if (m->slots[j].hash == held->hash && m->slots[j].len == held->len)
+                held->alone = m->slots[j].alone = 0;
     }
     m->lens = lens;
     m->probe = 1;
@@ -919,10 +929,13 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
                     if (slot->name < 0) break;
                     if (slot->hash != h || slot->len != n) continue;
                     /* found already in the item, by a probe or by the automaton (whose marks
-                       stay its own): nothing to compare (another name of this hash may be
-                       here) */
+                       stay its own): nothing to compare, and nothing more to look for unless
+                       another name has this hash and length (then the next slots may) */
                     uint64_t held = marks->names[slot->name];
-                    if (held == stamp || held == again) continue;
+                    if (held == stamp || held == again) {
+                        if (slot->alone) break; /* the name these bytes would be */
+                        continue;
+                    }
                     if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
                         work += n >> 3; /* compared in vain */
                         continue;       /* the next slots may hold a name of the same hash */
@@ -932,8 +945,11 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
                     break; /* one slot per name's bytes */
                 }
             }
-            if (work > ((i + 1) >> 3) + PROBE_SLACK)
+            if (work > ((i + 1) >> 3) + PROBE_SLACK) {
+                /* the one write to the matcher here, by any thread: atomic */
+                __atomic_fetch_add(&((Matcher *)m)->handed_over, 1, __ATOMIC_RELAXED);
                 return find_names(m, text, len, fold, marks, again, n_hits);
+            }
         }
     }
     return n_hits;
@@ -1074,9 +1090,17 @@ static PyObject *Matcher_probing(Matcher *self, void *closure) {
     return PyBool_FromLong(self->probe);
 }
 
+static PyObject *Matcher_handed_over(Matcher *self, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->handed_over, __ATOMIC_RELAXED));
+}
+
 static PyGetSetDef Matcher_getset[] = {
     {"probing", (getter)Matcher_probing, NULL,
      "Whether names are found by probing their hash table (else by the automaton alone).", NULL},
+    {"handed_over", (getter)Matcher_handed_over, NULL,
+     "How many strings probing has left to the automaton so far (text that kept it busy).",
+     NULL},
     {NULL}};
 
 PyTypeObject MatcherType = {

@@ -190,6 +190,7 @@ typedef struct {
     uint64_t hash;
     Py_ssize_t off, len; /* in Matcher.name_bytes */
     Py_ssize_t name;
+    int alone; /* no other slot holds a name of the same hash and length */
 } ProbeSlot;
 
 typedef struct {
@@ -228,6 +229,7 @@ typedef struct {
        through is looked up in a hash table of the names, once for each length of the names
        that start with its byte (at most PROBE_LENGTHS) */
     int probe;
+    uint64_t handed_over;  /* strings probing left to the automaton (counted atomically) */
     uint32_t probe_mask;   /* the table's slots - 1 (a power of two) */
     ProbeSlot *slots;
     unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
