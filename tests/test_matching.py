@@ -370,6 +370,50 @@ def test_probed_names_agree_with_the_naive_definition(
             assert _scanned_names(names, strings, ensure_ascii) == expected
 
 
+# Where the names use at most four distinct bytes (after lower-casing), the automaton steps
+# text dense in them two bytes a load ("pair rows"), one at a time where a name ends, a walk
+# may start or the state has no row; either way it finds what the naive definition finds.
+# The text keeps coming back to the root (an "x" is in no name), which makes the automaton step
+# it densely, where pair rows are read; names of one to three bytes end between two bytes.
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab.", min_size=1, max_size=24), min_size=1, max_size=12),
+       st.booleans(), st.data())
+def test_names_of_few_bytes_stepped_two_at_a_time_agree_with_the_naive_definition(
+    names: list[str], ensure_ascii: bool, data: st.DataObject
+) -> None:
+    if not page_scan.AVAILABLE:
+        return
+    names = sorted(set(names))
+    assert _native_matcher(names).pair_rows > 0
+    piece = st.one_of(st.sampled_from(names), st.sampled_from(names).map(str.upper),
+                      st.text(alphabet="ab.", max_size=4), st.just("x"))
+    strings = ["".join(data.draw(st.lists(piece, max_size=120)))
+               for _ in range(data.draw(st.integers(1, 3)))]
+    assert _scanned_names(names, strings, ensure_ascii) == _naive(names, [*strings, "s1"])
+
+
+def test_a_name_ending_between_the_two_bytes_of_a_pair_is_found_at_either_parity() -> None:
+    # "x" (in no name) sends the automaton back to the root every three bytes, so it steps the
+    # text densely; "ab" occurs once, ending on the first or the second byte of a pair
+    if not page_scan.AVAILABLE:
+        return
+    names = ["a.a.a.a", "ab", "b.b.b"]
+    assert _native_matcher(names).pair_rows > 0
+    for offset in range(4):
+        text = "xa." * 12 + "." * offset + "ab." + "a." * 12 + "x"
+        expected = _naive(names, [text])
+        assert "ab" in expected and _scanned_names(names, [text], True) == expected, offset
+
+
+def test_pair_rows_are_built_only_for_names_of_few_bytes() -> None:
+    if not page_scan.AVAILABLE:
+        return
+    assert _native_matcher(["a.b.a", "b.b"]).pair_rows > 0
+    assert _native_matcher(["abcd", "dcba"]).pair_rows > 0  # four bytes
+    assert _native_matcher(["abcde"]).pair_rows == 0  # five
+    assert _native_matcher([f"session0-photo-{i:03d}.png" for i in range(20)]).pair_rows == 0
+
+
 # Probing reads a string's places 32 at a time, its last block overlapping the one before (it
 # ends at the string's end), and strings shorter than a block one place at a time: a name is
 # found wherever it lies in a string of any length, as the ASCII text sent (the page's own

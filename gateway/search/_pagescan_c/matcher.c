@@ -63,6 +63,7 @@ static int marks_alloc(Marks *marks, Py_ssize_t n_names, Py_ssize_t n_uris) {
 static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->states);
     PyMem_RawFree(self->delta);
+    PyMem_RawFree(self->pair);
     PyMem_RawFree(self->edge_cls);
     PyMem_RawFree(self->edge_next);
     PyMem_RawFree(self->into);
@@ -127,6 +128,18 @@ static inline uint32_t cell_at(const uint32_t *delta, uint32_t c, uint32_t row) 
 #endif
     return column[row];
 }
+
+/* Pair rows: text dense in the names' bytes steps the rows one load a byte, each load's address
+   the load before's value, so a byte costs a load's latency whatever else the loop does. Where
+   the names use at most MAX_PAIR_CLASSES classes, the shallowest states (at most PAIR_ROWS of
+   them) also have a row of cells for two bytes' classes, (c1 - 1) << shift | (c2 - 1): the state
+   two bytes on, as its pair row's offset (its number << 2 * shift), when neither step reaches a
+   state the scan must look at (a cell with a flag: it reports, has a run or has no row) and
+   that state has a pair row too; else PAIR_STOP, and those two bytes are stepped one at a time.
+   The dense loop then waits on one load per two bytes. */
+#define MAX_PAIR_CLASSES 4
+#define PAIR_ROWS 4096
+#define PAIR_STOP 0x10000000u
 
 /* The next state a cell names. */
 static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
@@ -336,6 +349,30 @@ static int by_bytes(const void *a, const void *b) {
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
+/* The pair rows, when the names use few classes; -1 out of memory. */
+static int pair_rows(Matcher *m) {
+    m->pair = NULL;
+    m->n_pair_rows = 0;
+    if (m->n_cls < 2 || m->n_cls - 1 > MAX_PAIR_CLASSES) return 0;
+    const uint32_t shift = m->row_shift, n = m->n_rows < PAIR_ROWS ? m->n_rows : PAIR_ROWS;
+    m->pair = PyMem_RawMalloc(((size_t)n << (2 * shift)) * sizeof(uint32_t));
+    if (!m->pair) return -1;
+    for (uint32_t k = 0; k < n; k++) {
+        for (uint32_t c1 = 1; c1 < m->n_cls; c1++) {
+            uint32_t first = m->delta[((size_t)k << shift) + c1 - 1];
+            for (uint32_t c2 = 1; c2 < m->n_cls; c2++) {
+                uint32_t *cell = &m->pair[((size_t)k << (2 * shift)) + ((c1 - 1) << shift) + c2 - 1];
+                *cell = PAIR_STOP;
+                if (first & FLAGS) continue; /* a row's offset: k' << shift */
+                uint32_t second = m->delta[first + c2 - 1];
+                if (!(second & FLAGS) && (second >> shift) < n) *cell = second << shift;
+            }
+        }
+    }
+    m->n_pair_rows = n;
+    return 0;
+}
+
 /* Build the automaton over names (UTF-8, already lower-cased; sorted here). Needs no GIL (raw
    allocations only): -1 out of memory, -2 too many bytes. */
 static int build(Matcher *m, NameBytes *names, Py_ssize_t n, int probe) {
@@ -527,6 +564,7 @@ static int build(Matcher *m, NameBytes *names, Py_ssize_t n, int probe) {
     }
     lead_tables(m, names, n);
     if (probe && probe_tables(m, names, n) < 0) goto done;
+    if (pair_rows(m) < 0) goto done;
     status = 0;
 done:
     PyMem_RawFree(parent);
@@ -722,6 +760,7 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     const uint8_t (*leads)[2][16] = m->leads ? m->lead[fold] : NULL;
 #endif
     const uint32_t n_rows = m->n_rows, shift = m->row_shift;
+    const uint32_t *pair = m->pair, n_pair = m->n_pair_rows;
     uint32_t state = 0;
     /* A run walk that stops short puts the next ones off by `gap` bytes, twice as many each
        time (until one goes through): text that keeps leaving names costs one load a byte.
@@ -775,7 +814,22 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
                row too (a cell of the root is 0, its row's offset); otherwise the root stops it. */
             for (;;) {
                 if (dense) {
-                    while (!(next & FLAGS) && i < stop) {
+                    for (;;) {
+                        /* two bytes a load while the state has a pair row and neither the
+                           bytes nor the state between them say to stop (`pair_rows`) */
+                        if (pair && !(next & FLAGS) && (next >> shift) < n_pair) {
+                            uint32_t at = next << shift;
+                            while (i + 1 < stop) {
+                                uint32_t c1 = cls[text[i]], c2 = cls[text[i + 1]];
+                                if (!c1 || !c2) break;
+                                uint32_t cell = pair[at + ((c1 - 1) << shift) + c2 - 1];
+                                if (cell & PAIR_STOP) break;
+                                at = cell;
+                                i += 2;
+                            }
+                            next = at >> shift;
+                        }
+                        if ((next & FLAGS) || i >= stop) break;
                         if (!(c = cls[text[i++]])) break;
                         next = cell_at(delta, c, next);
                     }
@@ -1095,9 +1149,17 @@ static PyObject *Matcher_handed_over(Matcher *self, void *closure) {
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->handed_over, __ATOMIC_RELAXED));
 }
 
+static PyObject *Matcher_pair_rows(Matcher *self, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLong(self->n_pair_rows);
+}
+
 static PyGetSetDef Matcher_getset[] = {
     {"probing", (getter)Matcher_probing, NULL,
      "Whether names are found by probing their hash table (else by the automaton alone).", NULL},
+    {"pair_rows", (getter)Matcher_pair_rows, NULL,
+     "How many states the automaton steps from two bytes at a time (0: names of many bytes).",
+     NULL},
     {"handed_over", (getter)Matcher_handed_over, NULL,
      "How many strings probing has left to the automaton so far (text that kept it busy).",
      NULL},

@@ -220,6 +220,10 @@ typedef struct {
     uint32_t row_shift;    /* a row's cells: the power of two from n_cls - 1 on */
     State *states;
     uint32_t *delta;       /* rows of next states by class (1 to n_cls - 1, at cell class - 1) */
+    /* pair rows (matcher.c `pair_rows`): for the first n_pair_rows rows, where the names use
+       few classes, the state two bytes on, found by both bytes' classes with one load */
+    uint32_t *pair;
+    uint32_t n_pair_rows;
     uint8_t *edge_cls;
     uint32_t *edge_next;
     uint8_t *into;         /* by state: the name byte on the trie edge into it (+ 8 spare bytes) */
