@@ -5,8 +5,9 @@ On PostgreSQL the planner weighs indexes by statistics, and for a table this sma
 sequential scan is rightly cheapest; with sequential scans and sorts priced out
 (`enable_seqscan = off`, `enable_sort = off`, as a 100,000-message conversation prices them) it
 must still find an index that gives the page in order, not `conversation_messages_client_id`
-plus a sort, which it chose without statistics before the index existed (docs/decisions.md). Where other tests' rows gave it statistics, it may walk
-`conversation_messages_page` instead, also in order and without a sort."""
+plus a sort, which it chose without statistics before the index existed (docs/decisions.md).
+Where other tests' rows gave it statistics, it may walk `conversation_messages_page` instead,
+also in order and without a sort."""
 
 from __future__ import annotations
 
