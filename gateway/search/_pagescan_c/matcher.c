@@ -64,6 +64,7 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->states);
     PyMem_RawFree(self->delta);
     PyMem_RawFree(self->pair);
+    PyMem_RawFree(self->pair_cols);
     PyMem_RawFree(self->edge_cls);
     PyMem_RawFree(self->edge_next);
     PyMem_RawFree(self->into);
@@ -140,6 +141,7 @@ static inline uint32_t cell_at(const uint32_t *delta, uint32_t c, uint32_t row) 
 #define MAX_PAIR_CLASSES 4
 #define PAIR_ROWS 4096
 #define PAIR_STOP 0x10000000u
+#define PAIR_NONE 0x100u
 
 /* The next state a cell names. */
 static inline uint32_t cell_state(uint32_t cell, uint32_t shift) {
@@ -352,11 +354,20 @@ static int by_bytes(const void *a, const void *b) {
 /* The pair rows, when the names use few classes; -1 out of memory. */
 static int pair_rows(Matcher *m) {
     m->pair = NULL;
+    m->pair_cols = NULL;
     m->n_pair_rows = 0;
     if (m->n_cls < 2 || m->n_cls - 1 > MAX_PAIR_CLASSES) return 0;
     const uint32_t shift = m->row_shift, n = m->n_rows < PAIR_ROWS ? m->n_rows : PAIR_ROWS;
     m->pair = PyMem_RawMalloc(((size_t)n << (2 * shift)) * sizeof(uint32_t));
-    if (!m->pair) return -1;
+    m->pair_cols = PyMem_RawMalloc(2 * sizeof(*m->pair_cols));
+    if (!m->pair || !m->pair_cols) return -1;
+    for (int fold = 0; fold < 2; fold++) {
+        for (int b = 0; b < 256; b++) {
+            uint32_t c = fold ? m->cls_fold[b] : m->cls[b];
+            m->pair_cols[fold][0][b] = (uint16_t)(c ? (c - 1) << shift : PAIR_NONE);
+            m->pair_cols[fold][1][b] = (uint16_t)(c ? c - 1 : PAIR_NONE);
+        }
+    }
     for (uint32_t k = 0; k < n; k++) {
         for (uint32_t c1 = 1; c1 < m->n_cls; c1++) {
             uint32_t first = m->delta[((size_t)k << shift) + c1 - 1];
@@ -761,6 +772,8 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
 #endif
     const uint32_t n_rows = m->n_rows, shift = m->row_shift;
     const uint32_t *pair = m->pair, n_pair = m->n_pair_rows;
+    const uint16_t *first_col = pair ? m->pair_cols[fold][0] : NULL,
+                   *second_col = pair ? m->pair_cols[fold][1] : NULL;
     uint32_t state = 0;
     /* A run walk that stops short puts the next ones off by `gap` bytes, twice as many each
        time (until one goes through): text that keeps leaving names costs one load a byte.
@@ -820,9 +833,9 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
                         if (pair && !(next & FLAGS) && (next >> shift) < n_pair) {
                             uint32_t at = next << shift;
                             while (i + 1 < stop) {
-                                uint32_t c1 = cls[text[i]], c2 = cls[text[i + 1]];
-                                if (!c1 || !c2) break;
-                                uint32_t cell = pair[at + ((c1 - 1) << shift) + c2 - 1];
+                                uint32_t col = (uint32_t)first_col[text[i]] + second_col[text[i + 1]];
+                                if (col >= PAIR_NONE) break; /* a byte of no name */
+                                uint32_t cell = pair[at + col];
                                 if (cell & PAIR_STOP) break;
                                 at = cell;
                                 i += 2;

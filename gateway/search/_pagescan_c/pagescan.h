@@ -224,6 +224,10 @@ typedef struct {
        few classes, the state two bytes on, found by both bytes' classes with one load */
     uint32_t *pair;
     uint32_t n_pair_rows;
+    /* by [fold][first or second byte][byte]: its part of a pair cell's place in the row,
+       (class - 1) << row_shift for the first, class - 1 for the second; PAIR_NONE for a byte
+       of class 0, so the sum of the two says both bytes are in names when it is below it */
+    uint16_t (*pair_cols)[2][256];
     uint8_t *edge_cls;
     uint32_t *edge_next;
     uint8_t *into;         /* by state: the name byte on the trie edge into it (+ 8 spare bytes) */
