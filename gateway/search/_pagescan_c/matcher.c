@@ -265,27 +265,21 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         Py_ssize_t len = names[k].len;
         uint64_t h = probe_hash(bytes, len, 0);
         uint32_t slot = (uint32_t)(h >> 32) & m->probe_mask;
+        /* a name of the same hash starts from the same slot, so the walk to this one's passes
+           every such name before it: both are marked not alone */
+        int alone = 1;
         for (;; slot = (slot + 1) & m->probe_mask) {
             ProbeSlot *held = &m->slots[slot];
-            if (held->name < 0 ||
-                (held->hash == h && held->len == len &&
-                 memcmp(m->name_bytes + held->off, bytes, (size_t)len) == 0))
-                break;
+            if (held->name < 0) break;
+            if (held->hash == h && held->len == len) {
+                if (memcmp(m->name_bytes + held->off, bytes, (size_t)len) == 0) break;
+                held->alone = alone = 0;
+            }
         }
         if (m->slots[slot].name >= 0) continue; /* the same bytes as a name before it */
         memcpy(m->name_bytes + off, bytes, (size_t)len);
-        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index, 1};
+        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index, alone};
         off += len;
-    }
-    /* names of one hash and length are few (none, as a rule): each such slot looks at the
-       others in its cluster (a run of held slots), where all of them are */
-    for (uint32_t k = 0; k < size; k++) {
-        ProbeSlot *held = &m->slots[k];
-        if (held->name < 0) continue;
-        for (uint32_t j = (k + 1) & m->probe_mask; j != k && m->slots[j].name >= 0;
-             j = (j + 1) & m->probe_mask)
-            if (m->slots[j].hash == held->hash && m->slots[j].len == held->len)
-                held->alone = m->slots[j].alone = 0;
     }
     m->lens = lens;
     m->probe = 1;

@@ -275,6 +275,11 @@ static inline uint64_t lower_word(uint64_t x) {
 }
 
 
+/* A 64-bit hash of two words and a length (its high bits mix every input bit) */
+static inline uint64_t mix_words(uint64_t a, uint64_t b, Py_ssize_t n) {
+    return a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+}
+
 /* A name's hash: its length, first and last eight bytes. `fold`: lower-case ASCII text first. */
 static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold) {
     uint64_t a = 0, b;
@@ -289,8 +294,7 @@ static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold)
         a = lower_word(a);
         b = lower_word(b);
     }
-    /* the high bits mix every input bit: the table slot is taken from them */
-    return a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+    return mix_words(a, b, n); /* the table slot is taken from its high bits */
 }
 
 /* lex.c: JSON tokens. -1 with p->bail set leaves the page to Python; -1 alone is a Python error */

@@ -53,8 +53,7 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
     } else {
         for (Py_ssize_t k = 0; k < len; k++) a = a << 8 | text[k];
     }
-    uint64_t h = a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)len) * 0xC2B2AE3D27D4EB4FULL;
-    uint64_t bit = 1ULL << (h >> 58);
+    uint64_t bit = 1ULL << (mix_words(a, b, len) >> 58);
     if (*seen & bit) {
         for (Py_ssize_t k = first; k < p->n_keys; k++) {
             Span other = p->keys[k];
