@@ -790,6 +790,12 @@ def test_a_repeated_key_the_answer_reads_is_left_to_python(body: str) -> None:
     '{"results":[{"session_id":"s1","metadata":{"note":"photo.png","note":null}}]}',
     '{"results":[{"session_id":"s1","x":"photo.png","x":{"base64":"photo.png"}}]}',
     '{"results":[{"session_id":"s1","content":"x"}],"status":1,"status":2}',
+    # spelled once with an escape: the same key, short and long
+    '{"results":[{"session_id":"s1","note":"photo.png","no\\u0074e":"nothing"}]}',
+    '{"results":[{"session_id":"s1","n\\u006fte":"photo.png","note":"nothing"}]}',
+    '{"results":[{"session_id":"s1","subject":"photo.png","subjec\\u0074":"nothing"}]}',
+    '{"results":[{"session_id":"s1","x":"photo.png","\\u0078":"nothing"}]}',
+    '{"results":[{"session_id":"s1","a_longer_key":"photo.png","a_longer_ke\\u0079":""}]}',
 ])
 def test_a_repeated_key_the_answer_does_not_read_keeps_its_last_value(
     body: str, native: bool

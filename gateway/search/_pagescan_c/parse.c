@@ -40,9 +40,10 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
         text = (const unsigned char *)p->scratch.data;
         len = p->scratch.len;
     }
-    /* any hash will do for the filter: the key's length and first and last eight bytes
-       (a shorter key: read as one masked word where eight bytes of the page follow its start,
-       else byte by byte) */
+    /* any hash will do for the filter, as long as a key's decoded bytes alone decide it (an
+       escaped spelling must set the same bit as the plain one): the key's length and first
+       and last eight bytes (a shorter key: its bytes in the low end of a word, zeros above;
+       read as one masked word where eight bytes of the page follow its start) */
     uint64_t a = 0, b = 0;
     if (len >= 8) {
         memcpy(&a, text, 8);
@@ -51,7 +52,7 @@ static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
         memcpy(&a, text, 8);
         a &= len ? ~0ULL >> (64 - 8 * len) : 0;
     } else {
-        for (Py_ssize_t k = 0; k < len; k++) a = a << 8 | text[k];
+        memcpy(&a, text, (size_t)len);
     }
     uint64_t bit = 1ULL << (mix_words(a, b, len) >> 58);
     if (*seen & bit) {
