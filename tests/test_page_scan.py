@@ -986,6 +986,32 @@ def test_head_keys_near_the_end_and_escaped_are_read_alike(native: bool) -> None
 
 @needs_scanner
 @pytest.mark.parametrize("native", [False, True])
+def test_item_keys_of_every_length_are_read_alike_plain_escaped_and_near_the_end(
+    native: bool,
+) -> None:
+    # Keys are read as two words of their first sixteen bytes where sixteen bytes can be read
+    # from their start, else byte by byte: head keys, near misses and long keys, each plain and
+    # with its last letter escaped, alone and repeated, at every distance from the page's end.
+    keys = ["", "a", "id", "ids", "typ", "type", "types", "session_i", "session_id",
+            "session_idx", "created_at", "created_at_", "description", "descriptions", "base64",
+            "base6", "base64x", "a" * 8, "b" * 9, "c" * 15, "d" * 16, "e" * 17, "f" * 24]
+    # a head key and a NUL: the same first words, another length
+    nul = "\\u0000"
+    for key in keys + ["id" + nul, "session_id" + nul, "content" + nul + nul]:
+        plain = key.replace(nul, "")
+        escaped = [key[:-1] + f"\\u{ord(key[-1]):04x}"] if plain == key and key else []
+        spellings = [key, *escaped]
+        for spelled in spellings:
+            for tail in range(0, 18):
+                value = '"photo.png' + "x" * tail + '"'
+                for members in ([spelled], [key, spelled], [spelled, key]):
+                    fields = ",".join(f'"{name}":{value}' for name in members)
+                    body = '{"results":[{"session_id":"s1",' + fields + "}]}"
+                    agree(body.encode(), native, set(), _matchers())
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
 def test_a_page_that_ends_inside_a_string_is_refused(native: bool) -> None:
     for shift in range(0, 70):
         body = (" " * shift + '{"results":[{"session_id":"s1","content":"photo.png').encode()

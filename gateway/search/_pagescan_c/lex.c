@@ -305,62 +305,50 @@ int unescape(const unsigned char *s, Span sp, Buf *b) {
     return 0;
 }
 
-/* Does the string `sp` decode to `word`? */
-int key_is(Parser *p, Span sp, const char *word) {
-    size_t len = strlen(word);
-    if (!(sp.flags & F_ESC))
-        return (size_t)(sp.end - sp.start) == len && memcmp(p->s + sp.start, word, len) == 0;
-    if (unescape(p->s, sp, &p->scratch) < 0) return -1;
-    return (size_t)p->scratch.len == len && memcmp(p->scratch.data, word, len) == 0;
-}
+/* A key's bytes as two words: the first sixteen, zeros past its end (`read_key_words`). Keys of
+   at most sixteen bytes are classified and hashed from these alone. */
+uint64_t KEY_MASKS[17][2]; /* filled at import */
 
-/* HEAD_KEYS by a hash of a key's length and three of its bytes (`head_slot`): each key has a
-   slot of its own (the seed is found at import), holding its index and its bytes as two words,
-   zero past its end; an empty slot has index -1 */
-#define LONGEST_HEAD 12
-#define HEAD_SLOTS 128
-typedef struct {
-    uint64_t lo, hi;
-    int8_t index, len;
-} HeadSlot;
-static HeadSlot head_slots[HEAD_SLOTS];
-static uint32_t head_seed;
-
-static inline unsigned head_slot(const unsigned char *s, size_t len, uint32_t seed) {
-    uint32_t h = ((uint32_t)len << 24 | (uint32_t)s[0] << 16 | (uint32_t)s[1] << 8 | s[len - 1])
-                 * seed;
-    return h >> 25; /* 7 bits: HEAD_SLOTS */
-}
-
-/* The bytes of `s` from `at` as a word, those from `len` on zero; 8 readable bytes at s + at */
-static inline uint64_t word_upto(const unsigned char *s, size_t at, size_t len) {
-    uint64_t x = 0;
-    if (at < len) {
-        memcpy(&x, s + at, 8);
-        if (len - at < 8) x &= (1ULL << (8 * (len - at))) - 1; /* little-endian: the first bytes */
+static inline void words_of(const unsigned char *s, Py_ssize_t len, int readable,
+                            uint64_t *lo, uint64_t *hi) {
+    if (readable) { /* sixteen bytes can be read from s: two loads, masked */
+        memcpy(lo, s, 8);
+        memcpy(hi, s + 8, 8);
+        *lo &= KEY_MASKS[len][0];
+        *hi &= KEY_MASKS[len][1];
+        return;
     }
-    return x;
+    *lo = *hi = 0;
+    memcpy(lo, s, (size_t)(len < 8 ? len : 8));
+    if (len > 8) memcpy(hi, s + 8, (size_t)(len - 8));
 }
 
-/* Index of the key among HEAD_KEYS (or -1; -2 on a Python error). */
-int head_index(Parser *p, Span sp) {
-    const unsigned char *text = p->s + sp.start;
+HeadSlot head_slots[HEAD_SLOTS];
+uint64_t head_seed;
+
+int read_key_words_slow(Parser *p, Span sp, KeyWords *kw) {
     Py_ssize_t len = sp.end - sp.start;
+    const unsigned char *text = p->s + sp.start;
     if (sp.flags & F_ESC) {
-        if (unescape(p->s, sp, &p->scratch) < 0) return -2;
+        if (unescape(p->s, sp, &p->scratch) < 0) return -1;
         text = (const unsigned char *)p->scratch.data;
         len = p->scratch.len;
+        kw->text = text;
+        kw->len = len;
+        if (len <= 16) words_of(text, len, 0, &kw->lo, &kw->hi);
+    } else {
+        kw->text = text;
+        kw->len = len;
+        if (len <= 16) words_of(text, len, p->n - sp.start >= 16, &kw->lo, &kw->hi);
     }
-    if (len < 2 || len > LONGEST_HEAD) return -1;
-    const HeadSlot *slot = &head_slots[head_slot(text, (size_t)len, head_seed)];
-    if (slot->len != len) return -1;
-    /* the key is inside the page and sixteen bytes from its start are readable: one or two
-       words compared; else (the page's last bytes, or an unescaped copy) memcmp */
-    if (!(sp.flags & F_ESC) && p->n - sp.start >= 16) {
-        uint64_t lo = word_upto(text, 0, (size_t)len), hi = word_upto(text, 8, (size_t)len);
-        return lo == slot->lo && hi == slot->hi ? slot->index : -1;
+    if (len > 16) { /* hashed by its first and last eight; never a head key */
+        memcpy(&kw->lo, text, 8);
+        memcpy(&kw->hi, text + len - 8, 8);
+        kw->head = -1;
+        return 0;
     }
-    return memcmp(HEAD_KEYS[slot->index], text, (size_t)len) == 0 ? slot->index : -1;
+    kw->head = len <= LONGEST_HEAD ? head_of(kw->lo, kw->hi, len) : -1;
+    return 0;
 }
 
 /* Index of the key among `keys` (or -1; -2 on a Python error). */
@@ -379,22 +367,28 @@ int key_index(Parser *p, Span sp, const char **keys, int count) {
 }
 
 void init_lex_tables(void) {
+    for (int len = 0; len <= 16; len++) {
+        for (int half = 0; half < 2; half++) {
+            int bytes = len - 8 * half;
+            KEY_MASKS[len][half] = bytes <= 0 ? 0 : bytes >= 8 ? ~0ULL : (1ULL << (8 * bytes)) - 1;
+        }
+    }
     /* the first odd seed (from a fixed start) under which every head key has its own slot */
-    for (uint32_t seed = 0x9E3779B1u;; seed += 2) {
+    for (uint64_t seed = 0xC2B2AE3D27D4EB4FULL;; seed += 2) {
         int clash = 0;
         for (int k = 0; k < HEAD_SLOTS; k++) head_slots[k].index = head_slots[k].len = -1;
         for (int k = 0; k < N_HEAD; k++) {
             const unsigned char *key = (const unsigned char *)HEAD_KEYS[k];
-            size_t len = strlen(HEAD_KEYS[k]);
-            HeadSlot *slot = &head_slots[head_slot(key, len, seed)];
+            Py_ssize_t len = (Py_ssize_t)strlen(HEAD_KEYS[k]);
+            uint64_t lo, hi;
+            words_of(key, len, 0, &lo, &hi);
+            HeadSlot *slot = &head_slots[head_slot(lo, hi, len, seed)];
             if (slot->index >= 0) {
                 clash = 1;
                 break;
             }
-            unsigned char padded[16] = {0};
-            memcpy(padded, key, len);
-            memcpy(&slot->lo, padded, 8);
-            memcpy(&slot->hi, padded + 8, 8);
+            slot->lo = lo;
+            slot->hi = hi;
             slot->index = (int8_t)k;
             slot->len = (int8_t)len;
         }

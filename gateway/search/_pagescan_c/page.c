@@ -56,7 +56,10 @@ typedef struct {
 static Py_ssize_t *session_slot(Sessions *t, const unsigned char *s, Span sp) {
     Py_ssize_t len = sp.end - sp.start;
     uint64_t h = name_hash(s + sp.start, len, 0);
-    for (size_t at = (size_t)(h >> 32 ^ h) & t->mask;; at = (at + 1) & t->mask) {
+    /* the slot from the hash's top bits, which mix every byte (ids that differ only in their
+       last byte, "session-1" and "session-2", differ there and not in the low bits) */
+    size_t at = (size_t)(h >> (63 - __builtin_popcountll(t->mask))) >> 1;
+    for (;; at = (at + 1) & t->mask) {
         Py_ssize_t held = t->slots[at];
         if (!held) return &t->slots[at];
         Span other = t->items[held - 1].session;

@@ -324,8 +324,59 @@ static inline int lex_string(Parser *p, Span *out) {
 int lex_number(Parser *p, Span *out);
 int lex_word(Parser *p, const char *word, int kind, Span *out);
 int unescape(const unsigned char *s, Span sp, Buf *b);
-int key_is(Parser *p, Span sp, const char *word);
-int head_index(Parser *p, Span sp);
+/* A member's key as read for the walk: its decoded bytes (`text`, `len`), its index among
+   HEAD_KEYS or -1, and two words the repeated-key filter hashes (a key of at most sixteen
+   bytes: those bytes, zeros past its end; a longer one: its first and last eight) */
+typedef struct {
+    const unsigned char *text; /* the page's bytes, or the parser's scratch when escaped */
+    Py_ssize_t len;
+    uint64_t lo, hi;
+    int head;
+} KeyWords;
+int read_key_words_slow(Parser *p, Span sp, KeyWords *kw); /* -1 on a Python error */
+
+/* HEAD_KEYS by a hash of a key's two words and length (`head_slot`): each key has a slot of
+   its own (the seed is found at import, lex.c), holding its index, length and words; an empty
+   slot has index -1 */
+#define LONGEST_HEAD 12
+#define HEAD_SLOTS 128
+typedef struct {
+    uint64_t lo, hi;
+    int8_t index, len;
+} HeadSlot;
+extern HeadSlot head_slots[HEAD_SLOTS];
+extern uint64_t head_seed;
+extern uint64_t KEY_MASKS[17][2]; /* by length: the masks of a key's two words */
+
+static inline unsigned head_slot(uint64_t lo, uint64_t hi, Py_ssize_t len, uint64_t seed) {
+    return (unsigned)(((lo ^ (hi + (uint64_t)len) * 0x9E3779B97F4A7C15ULL) * seed) >> 57);
+}
+
+static inline int head_of(uint64_t lo, uint64_t hi, Py_ssize_t len) {
+    const HeadSlot *slot = &head_slots[head_slot(lo, hi, len, head_seed)];
+    return ((slot->lo ^ lo) | (slot->hi ^ hi) | (uint64_t)(slot->len ^ len)) ? -1 : slot->index;
+}
+
+/* The common case inline: a key of at most sixteen bytes without escapes, sixteen bytes
+   readable from its start (a bytes object ends in a NUL, so any key but the page's last). */
+static inline int read_key_words(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
+                                  KeyWords *kw) {
+    Py_ssize_t len = end - start;
+    if ((flags & F_ESC) || len > 16 || p->n - start < 16) {
+        Span sp = {start, end, K_STR, flags};
+        return read_key_words_slow(p, sp, kw);
+    }
+    const unsigned char *text = p->s + start;
+    memcpy(&kw->lo, text, 8);
+    memcpy(&kw->hi, text + 8, 8);
+    kw->lo &= KEY_MASKS[len][0];
+    kw->hi &= KEY_MASKS[len][1];
+    kw->text = text;
+    kw->len = len;
+    kw->head = head_of(kw->lo, kw->hi, len);
+    return 0;
+}
+#define WORD_BASE64 0x343665736162ULL /* "base64" as a little-endian word */
 int key_index(Parser *p, Span sp, const char **keys, int count);
 
 /* parse.c: the whole answer, its containers and items */

@@ -3,15 +3,24 @@
 
 #include "pagescan.h"
 
-static int push_str(Parser *p, Span sp) {
-    if (p->n_strs == p->cap_strs) {
-        Py_ssize_t cap = p->cap_strs ? p->cap_strs * 2 : 256;
-        Span *strs = PyMem_Realloc(p->strs, (size_t)cap * sizeof(Span));
-        if (!strs) { PyErr_NoMemory(); return -1; }
-        p->strs = strs;
-        p->cap_strs = cap;
-    }
-    p->strs[p->n_strs++] = sp;
+static int grow_strs(Parser *p) {
+    Py_ssize_t cap = p->cap_strs ? p->cap_strs * 2 : 256;
+    Span *strs = PyMem_Realloc(p->strs, (size_t)cap * sizeof(Span));
+    if (!strs) { PyErr_NoMemory(); return -1; }
+    p->strs = strs;
+    p->cap_strs = cap;
+    return 0;
+}
+
+/* A walked string, its fields stored one by one: a Span just written field by field and read
+   back whole (one wide load of several narrow stores) waits for the stores to retire. */
+static inline int push_str(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags) {
+    if (p->n_strs == p->cap_strs && grow_strs(p) < 0) return -1;
+    Span *sp = &p->strs[p->n_strs++];
+    sp->start = start;
+    sp->end = end;
+    sp->kind = K_STR;
+    sp->flags = flags;
     return 0;
 }
 
@@ -31,57 +40,56 @@ static Item *new_item(Parser *p) {
 /* Repeated keys. A JSON reader keeps an object's last value of a key, so the Python path never
    sees the earlier ones; the walk here reads every value. Objects the walk reads are therefore
    checked: a repeated key leaves the page to the Python path. A 64-bit filter on each key's hash
-   keeps the common case to one test; only a filter hit compares keys. */
-static int note_key(Parser *p, Span key, Py_ssize_t first, uint64_t *seen) {
-    const unsigned char *text = p->s + key.start;
-    Py_ssize_t len = key.end - key.start;
-    if (key.flags & F_ESC) {
-        if (unescape(p->s, key, &p->scratch) < 0) return -1;
-        text = (const unsigned char *)p->scratch.data;
-        len = p->scratch.len;
-    }
-    /* any hash will do for the filter, as long as a key's decoded bytes alone decide it (an
-       escaped spelling must set the same bit as the plain one): the key's length and first
-       and last eight bytes (a shorter key: its bytes in the low end of a word, zeros above;
-       read as one masked word where eight bytes of the page follow its start) */
-    uint64_t a = 0, b = 0;
-    if (len >= 8) {
-        memcpy(&a, text, 8);
-        memcpy(&b, text + len - 8, 8);
-    } else if (!(key.flags & F_ESC) && p->n - key.start >= 8) {
-        memcpy(&a, text, 8);
-        a &= len ? ~0ULL >> (64 - 8 * len) : 0;
-    } else {
-        memcpy(&a, text, (size_t)len);
-    }
-    uint64_t bit = 1ULL << (mix_words(a, b, len) >> 58);
-    if (*seen & bit) {
-        for (Py_ssize_t k = first; k < p->n_keys; k++) {
-            Span other = p->keys[k];
-            if (!((key.flags | other.flags) & F_ESC)) {
-                if (other.end - other.start == len &&
-                    memcmp(p->s + other.start, text, (size_t)len) == 0)
-                    FAIL(p);
-                continue;
-            }
-            /* escapes on either side: compare what they decode to (the key's own decoded
-               bytes stay in `scratch`; the other key is decoded into `scratch2`) */
-            if (unescape(p->s, other, &p->scratch2) < 0) return -1;
-            if (p->scratch2.len == len &&
-                (len == 0 || memcmp(p->scratch2.data, text, (size_t)len) == 0))
+   (of its decoded bytes alone, `KeyWords`) keeps the common case to one test; only a filter hit
+   compares keys. */
+static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t first) {
+    const unsigned char *text = kw->text;
+    Py_ssize_t len = kw->len;
+    for (Py_ssize_t k = first; k < p->n_keys; k++) {
+        Span other = p->keys[k];
+        if (!((key_flags | other.flags) & F_ESC)) {
+            if (other.end - other.start == len &&
+                memcmp(p->s + other.start, text, (size_t)len) == 0)
                 FAIL(p);
+            continue;
         }
+        /* escapes on either side: compare what they decode to (the key's own decoded
+           bytes stay in `scratch`; the other key is decoded into `scratch2`) */
+        if (unescape(p->s, other, &p->scratch2) < 0) return -1;
+        if (p->scratch2.len == len &&
+            (len == 0 || memcmp(p->scratch2.data, text, (size_t)len) == 0))
+            FAIL(p);
     }
-    *seen |= bit;
-    if (p->n_keys == p->cap_keys) {
-        Py_ssize_t cap = p->cap_keys ? p->cap_keys * 2 : 64;
-        Span *keys = PyMem_Realloc(p->keys, (size_t)cap * sizeof(Span));
-        if (!keys) { PyErr_NoMemory(); return -1; }
-        p->keys = keys;
-        p->cap_keys = cap;
-    }
-    p->keys[p->n_keys++] = key;
     return 0;
+}
+
+static int grow_keys(Parser *p) {
+    Py_ssize_t cap = p->cap_keys ? p->cap_keys * 2 : 64;
+    Span *keys = PyMem_Realloc(p->keys, (size_t)cap * sizeof(Span));
+    if (!keys) { PyErr_NoMemory(); return -1; }
+    p->keys = keys;
+    p->cap_keys = cap;
+    return 0;
+}
+
+static inline int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
+                           const KeyWords *kw, Py_ssize_t first, uint64_t *seen) {
+    /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
+    uint64_t h = mix_words(kw->lo, kw->hi, kw->len);
+    uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
+    if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
+    *seen |= bit;
+    if (p->n_keys == p->cap_keys && grow_keys(p) < 0) return -1;
+    Span *key = &p->keys[p->n_keys++];
+    key->start = start;
+    key->end = end;
+    key->kind = K_STR;
+    key->flags = flags;
+    return 0;
+}
+
+static inline int is_base64(const KeyWords *kw) {
+    return kw->len == 6 && kw->lo == WORD_BASE64;
 }
 
 /* The steps every object and array shares. `open_members` steps in at '{' or '[': 1 when a
@@ -136,10 +144,11 @@ static int parse_object(Parser *p, int collect, Span *out, int *members) {
         if (read_key(p, &key) < 0) return -1;
         int walk = collect;
         if (walk) {
-            if (note_key(p, key, first_key, &seen) < 0) return -1;
-            int b64 = key_is(p, key, "base64");
-            if (b64 < 0) return -1;
-            walk = !b64;
+            KeyWords kw;
+            if (read_key_words(p, key.start, key.end, key.flags, &kw) < 0 ||
+                note_key(p, key.start, key.end, key.flags, &kw, first_key, &seen) < 0)
+                return -1;
+            walk = !is_base64(&kw);
         }
         if (parse_value(p, walk, &value) < 0) return -1;
         count++;
@@ -176,7 +185,7 @@ static int parse_value(Parser *p, int collect, Span *out) {
     switch (p->s[p->i]) {
     case '"':
         if (lex_string(p, out) < 0) return -1;
-        return collect ? push_str(p, *out) : 0;
+        return collect ? push_str(p, out->start, out->end, out->flags) : 0;
     case '{':
         return parse_object(p, collect, out, NULL);
     case '[':
@@ -192,54 +201,133 @@ static int parse_value(Parser *p, int collect, Span *out) {
     }
 }
 
-/* An object whose members named in `wanted` are recorded in `spans`; any repeated key: bail. */
+/* Whitespace from s[i] on (the page ends in a NUL, which stops it) */
+static inline Py_ssize_t ws_from(const unsigned char *s, Py_ssize_t i) {
+    while (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') i++;
+    return i;
+}
+
+/* The closing quote of the string whose opening quote is at s[i], from the page's index, when
+   the string is plain; else -1 (then `lex_string_slow` reads it). */
+static inline Py_ssize_t plain_end(const Parser *p, Py_ssize_t i) {
+    Py_ssize_t start = i + 1, w = start >> 6;
+    uint64_t stops = p->stops[w] & (~0ULL << (start & 63));
+    while (!stops) {
+        if (++w >= p->n_words) return -1;
+        stops = p->stops[w];
+    }
+    Py_ssize_t end = (w << 6) + __builtin_ctzll(stops);
+    return p->s[end] == '"' ? end : -1;
+}
+
+/* A string whose quote is at p->i read the slow way: its span's fields, p->i past it */
+static int slow_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *flags) {
+    Span sp;
+    if (lex_string_slow(p, &sp) < 0) return -1;
+    *start = sp.start;
+    *end = sp.end;
+    *flags = sp.flags;
+    return 0;
+}
+
+/* An object whose members named in `wanted` are recorded in `spans`; any repeated key: bail.
+   The hot loop of a scan (every member of every item): the position is kept in a local and
+   handed to `p->i` only around the calls that read on from it. */
 static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, int *members,
                         Item *item) {
-    Py_ssize_t first_key = p->n_keys;
+    const unsigned char *s = p->s;
+    Py_ssize_t first_key = p->n_keys, i = p->i;
     uint64_t seen = 0;
-    uint32_t heads = 0;
-    int count = 0, more = open_members(p, '}');
-    while (more > 0) {
-        Span key, value;
-        if (read_key(p, &key) < 0) return -1;
-        int at = head_index(p, key);
-        if (at == -2) return -1;
-        if (at >= 0) { /* a field name: repeats found by a bit per name */
-            if (heads & (1u << at)) FAIL(p);
-            heads |= 1u << at;
-        } else if (note_key(p, key, first_key, &seen) < 0) {
-            return -1;
-        }
-        int known = at >= 0 && (wanted >> at & 1);
-        if (known && item && at == H_METADATA && p->i < p->n && p->s[p->i] == '{') {
-            /* the item's metadata: walked, and its own fields recorded */
-            int inner;
-            Py_ssize_t start = p->i;
-            if (parse_fields(p, item->meta, &item->metas, META_MASK, &inner, NULL) < 0)
-                return -1;
-            value.start = start;
-            value.end = p->i;
-            value.kind = K_OBJ;
-            value.flags = 0;
-            item->has_meta = 1;
-        } else {
-            int b64 = at >= 0 ? 0 : key_is(p, key, "base64"); /* no field name is "base64" */
-            if (b64 < 0) return -1;
-            if (p->s[p->i] == '"') { /* parse_value's most common case, without the call */
-                if (lex_string(p, &value) < 0 || (!b64 && push_str(p, value) < 0)) return -1;
-            } else if (parse_value(p, !b64, &value) < 0) {
+    uint32_t heads = 0, found = 0;
+    int count = 0;
+    if (++p->depth > MAX_DEPTH) FAIL(p);
+    i++;
+    if (s[i] <= ' ') i = ws_from(s, i);
+    if (s[i] == '}') {
+        i++;
+    } else {
+        for (;;) {
+            /* spans as scalars until stored (see push_str) */
+            Py_ssize_t kstart = i + 1, kend, vstart, vend;
+            int kflags = 0, vkind = K_STR, vflags = 0;
+            if (s[i] != '"') FAIL(p);
+            kend = plain_end(p, i);
+            if (kend >= 0) {
+                i = kend + 1;
+            } else {
+                p->i = i;
+                if (slow_string(p, &kstart, &kend, &kflags) < 0) return -1;
+                i = p->i;
+            }
+            if (s[i] != ':') {
+                i = ws_from(s, i);
+                if (s[i] != ':') FAIL(p);
+            }
+            i++;
+            if (s[i] <= ' ') i = ws_from(s, i);
+            p->i = i;
+            KeyWords kw;
+            if (read_key_words(p, kstart, kend, kflags, &kw) < 0) return -1;
+            int at = kw.head;
+            if (at >= 0) { /* a field name: repeats found by a bit per name */
+                if (heads & (1u << at)) FAIL(p);
+                heads |= 1u << at;
+            } else if (note_key(p, kstart, kend, kflags, &kw, first_key, &seen) < 0) {
                 return -1;
             }
+            int known = at >= 0 && (wanted >> at & 1);
+            if (s[i] == '"') { /* the most common value, without a call */
+                vstart = i + 1;
+                vend = plain_end(p, i);
+                if (vend >= 0) {
+                    i = vend + 1;
+                } else {
+                    if (slow_string(p, &vstart, &vend, &vflags) < 0) return -1;
+                    i = p->i;
+                }
+                if (!is_base64(&kw) && push_str(p, vstart, vend, vflags) < 0) return -1;
+            } else if (known && item && at == H_METADATA && s[i] == '{') {
+                /* the item's metadata: walked, and its own fields recorded */
+                int inner;
+                if (parse_fields(p, item->meta, &item->metas, META_MASK, &inner, NULL) < 0)
+                    return -1;
+                vstart = i;
+                vend = i = p->i;
+                vkind = K_OBJ;
+                item->has_meta = 1;
+            } else {
+                Span value;
+                if (parse_value(p, !is_base64(&kw), &value) < 0) return -1;
+                i = p->i;
+                vstart = value.start;
+                vend = value.end;
+                vkind = value.kind;
+                vflags = value.flags;
+            }
+            if (known) {
+                Span *sp = &spans[at];
+                sp->start = vstart;
+                sp->end = vend;
+                sp->kind = vkind;
+                sp->flags = vflags;
+                found |= 1u << at;
+            }
+            count++;
+            if (s[i] <= ' ') i = ws_from(s, i);
+            if (s[i] == ',') {
+                i++;
+                if (s[i] <= ' ') i = ws_from(s, i);
+                continue;
+            }
+            if (s[i] != '}') FAIL(p);
+            i++;
+            break;
         }
-        if (known) {
-            spans[at] = value;
-            *set |= 1u << at;
-        }
-        count++;
-        more = next_member(p, '}');
     }
-    if (more < 0) return -1;
+    p->depth--;
+    p->i = i;
     p->n_keys = first_key;
+    *set |= found;
     *members = count;
     return 0;
 }
