@@ -72,7 +72,6 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->slots);
     PyMem_RawFree(self->name_bytes);
     PyMem_RawFree(self->lens);
-    PyMem_RawFree(self->name_meta);
     marks_free(&self->own);
     PyMem_RawFree(self->entry_first);
     PyMem_RawFree(self->entry_uri);
@@ -245,29 +244,16 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         memcpy(lens + at, found[b], counts[b] * sizeof(Py_ssize_t));
         at += counts[b];
     }
-    /* a slot holds a name's number and its bytes' offset in 32 bits each (and its length
-       sits in 31): sessions beyond that keep the automaton alone */
-    if (total > (Py_ssize_t)UINT32_MAX || m->n_names > INT32_MAX) {
-        PyMem_RawFree(lens);
-        return 0;
-    }
-    for (int b = 0; b < 256; b++) {
-        int c = b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b; /* a folded text's upper case */
-        m->one_len[b] = counts[c] == 1 ? (uint16_t)(found[c][0] <= 0xFFFF ? found[c][0] : 0) : 0;
-    }
     uint32_t size = 2;
     while (size < 2 * (uint64_t)n) size <<= 1;
     m->slots = PyMem_RawMalloc((size_t)size * sizeof(ProbeSlot));
     m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
-    m->name_meta = PyMem_RawCalloc((size_t)(m->n_names ? m->n_names : 1), sizeof(uint32_t));
-    if (!m->slots || !m->name_bytes || !m->name_meta) {
+    if (!m->slots || !m->name_bytes) {
         PyMem_RawFree(lens);
         PyMem_RawFree(m->slots);
         PyMem_RawFree(m->name_bytes);
-        PyMem_RawFree(m->name_meta);
         m->slots = NULL;
         m->name_bytes = NULL;
-        m->name_meta = NULL;
         return -1;
     }
     memset(m->name_bytes + total, 0, 8);
@@ -281,21 +267,18 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         uint32_t slot = (uint32_t)(h >> 32) & m->probe_mask;
         /* a name of the same hash starts from the same slot, so the walk to this one's passes
            every such name before it: both are marked not alone */
-        uint32_t alone = 1;
+        int alone = 1;
         for (;; slot = (slot + 1) & m->probe_mask) {
             ProbeSlot *held = &m->slots[slot];
             if (held->name < 0) break;
-            uint32_t *meta = &m->name_meta[held->name];
-            if (held->hash == h && (Py_ssize_t)(*meta >> 1) == len) {
+            if (held->hash == h && held->len == len) {
                 if (memcmp(m->name_bytes + held->off, bytes, (size_t)len) == 0) break;
-                *meta &= ~1u;
-                alone = 0;
+                held->alone = alone = 0;
             }
         }
         if (m->slots[slot].name >= 0) continue; /* the same bytes as a name before it */
         memcpy(m->name_bytes + off, bytes, (size_t)len);
-        m->slots[slot] = (ProbeSlot){h, (int32_t)names[k].index, (uint32_t)off};
-        m->name_meta[names[k].index] = (uint32_t)len << 1 | alone;
+        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index, alone};
         off += len;
     }
     m->lens = lens;
@@ -996,27 +979,22 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
             Py_ssize_t i = base + __builtin_ctz(places);
             places &= places - 1;
             work++; /* a place let through */
-            /* the names' lengths by the place's byte: one read where they have one length */
-            Py_ssize_t one = m->one_len[text[i]];
             unsigned b = fold ? LOWER[text[i]] : text[i];
-            const Py_ssize_t *lens = one ? &one : m->lens + m->len_first[b];
-            for (int k = 0, count = one ? 1 : m->len_count[b]; k < count && lens[k] <= len - i;
-                 k++) {
+            const Py_ssize_t *lens = m->lens + m->len_first[b];
+            for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
                 Py_ssize_t n = lens[k];
                 uint64_t h = probe_hash(text + i, n, fold);
                 for (uint32_t at = (uint32_t)(h >> 32) & mask;; at = (at + 1) & mask) {
                     const ProbeSlot *slot = &slots[at];
                     work++;
                     if (slot->name < 0) break;
-                    if (slot->hash != h) continue;
-                    uint32_t meta = m->name_meta[slot->name];
-                    if ((Py_ssize_t)(meta >> 1) != n) continue;
+                    if (slot->hash != h || slot->len != n) continue;
                     /* found already in the item, by a probe or by the automaton (whose marks
                        stay its own): nothing to compare, and nothing more to look for unless
                        another name has this hash and length (then the next slots may) */
                     uint64_t held = marks->names[slot->name];
                     if (held == stamp || held == again) {
-                        if (meta & 1) break; /* the name these bytes would be */
+                        if (slot->alone) break; /* the name these bytes would be */
                         continue;
                     }
                     if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
@@ -1089,39 +1067,11 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
     }
     int status = -1;
     Py_ssize_t n_hits = 0, n_strs = item->str_count, total = 0;
+    /* strings holding escapes or non-ASCII text are decoded and lower-cased with Python's
+       rules first; then every string is matched, without the GIL when there are many bytes */
     PyObject **lowered = NULL;
     const unsigned char *few_texts[FEW_STRINGS], **texts = few_texts;
     Py_ssize_t few_lens[FEW_STRINGS], *lens = few_lens;
-    if (item->raw.end - item->raw.start < NOGIL_BYTES) {
-        /* an item of few bytes: each string matched as it is read, with the GIL held
-           (strings holding escapes or non-ASCII text lower-cased with Python's rules first) */
-        const Span *strs = page->strs + item->str_first;
-        for (Py_ssize_t k = 0; k < n_strs; k++) {
-            Py_ssize_t start = strs[k].start, end = strs[k].end;
-            int flags = strs[k].flags;
-            if (end - start < m->min_len && !(flags & F_NONASCII)) continue;
-            if (!(flags & (F_ESC | F_NONASCII))) {
-                n_hits = match_text(m, page->s + start, end - start, 1, marks, stamp, again,
-                                    n_hits);
-                continue;
-            }
-            PyObject *text = decode_str(page->s, strs[k], scratch);
-            if (!text) goto done;
-            PyObject *low = PyObject_CallMethod(text, "lower", NULL);
-            Py_DECREF(text);
-            if (!low) goto done;
-            Py_ssize_t n;
-            const char *utf8 = PyUnicode_AsUTF8AndSize(low, &n);
-            if (utf8 && n >= m->min_len)
-                n_hits = match_text(m, (const unsigned char *)utf8, n, 0, marks, stamp, again,
-                                    n_hits);
-            Py_DECREF(low);
-            if (!utf8) goto done;
-        }
-        goto write;
-    }
-    /* a larger item: strings holding escapes or non-ASCII text are decoded and lower-cased
-       first; then every string is matched, without the GIL when there are many bytes */
     if (n_strs > FEW_STRINGS) {
         texts = PyMem_RawMalloc((size_t)n_strs * sizeof(*texts));
         lens = PyMem_RawMalloc((size_t)n_strs * sizeof(*lens));
@@ -1167,7 +1117,6 @@ int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_
             n_hits = match_text(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp,
                                 again, n_hits);
     if (released) PyEval_RestoreThread(released);
-write:
     if (PUT_LIT(out, "[") < 0) goto done;
     sort_hits(marks->hits, n_hits);
     int first = 1;

@@ -308,7 +308,7 @@ static PyObject *Page_scopes(Page *self, PyObject *unused) {
     return out;
 }
 
-static inline int put_span(Buf *out, const Page *page, Span sp) {
+static int put_span(Buf *out, Page *page, Span sp) {
     if (!sp.kind) return PUT_LIT(out, "null");
     if (sp.kind == K_STR)
         return buf_put(out, page->s + sp.start - 1, sp.end - sp.start + 2); /* with quotes */
@@ -352,8 +352,6 @@ static int put_result(Page *page, Item *item, Py_ssize_t index, Matcher *m, Buf 
     return 0;
 }
 
-#define RECENT_IDS 61 /* a prime: ids' addresses are spread by their low bits */
-
 static int cmp_container(const void *a, const void *b) {
     const Container *x = *(Container *const *)a, *y = *(Container *const *)b;
     return x->start < y->start ? -1 : x->start > y->start;
@@ -369,9 +367,6 @@ static PyObject *Page_render(Page *self, PyObject *args) {
     Buf out = {0}, scratch = {0};
     Py_ssize_t count = 0, kept = 0;
     /* per item: its matcher, and whether it is dropped */
-    /* borrowed while `matchers` and the items hold them: nothing below runs Python code
-       that could change the dict (its keys are exact str, whose lookup calls none) */
-    PyObject *recent_ids[RECENT_IDS] = {NULL}, *recent_matchers[RECENT_IDS] = {NULL};
     Matcher **chosen = PyMem_Calloc((size_t)(self->n_items ? self->n_items : 1), sizeof(Matcher *));
     char *gone = PyMem_Calloc((size_t)(self->n_items ? self->n_items : 1), 1);
     if (!chosen || !gone) {
@@ -389,21 +384,11 @@ static PyObject *Page_render(Page *self, PyObject *args) {
             gone[self->selected[k]] = (char)is_gone;
         }
         if (item->session_id) {
-            /* items of one session share its id's string (`resolve`): each id is looked up
-               once, the few last ones remembered by their object */
-            PyObject *id = item->session_id, *m;
-            unsigned at = (unsigned)((uintptr_t)id >> 4) % RECENT_IDS;
-            if (recent_ids[at] == id) {
-                m = recent_matchers[at];
-            } else {
-                m = PyDict_GetItemWithError(matchers, id);
-                if (!m && PyErr_Occurred()) goto error;
-                if (m && !PyObject_TypeCheck(m, &MatcherType)) {
-                    PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
-                    goto error;
-                }
-                recent_ids[at] = id;
-                recent_matchers[at] = m;
+            PyObject *m = PyDict_GetItemWithError(matchers, item->session_id);
+            if (!m && PyErr_Occurred()) goto error;
+            if (m && !PyObject_TypeCheck(m, &MatcherType)) {
+                PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
+                goto error;
             }
             chosen[self->selected[k]] = (Matcher *)m;
         }

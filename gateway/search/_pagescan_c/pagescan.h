@@ -188,8 +188,9 @@ typedef struct {
    (-1: an empty slot). */
 typedef struct {
     uint64_t hash;
-    int32_t name;  /* -1: an empty slot */
-    uint32_t off;  /* its bytes in Matcher.name_bytes (length: Matcher.name_meta) */
+    Py_ssize_t off, len; /* in Matcher.name_bytes */
+    Py_ssize_t name;
+    int alone; /* no other slot holds a name of the same hash and length */
 } ProbeSlot;
 
 typedef struct {
@@ -241,11 +242,6 @@ typedef struct {
     ProbeSlot *slots;
     unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
     Py_ssize_t *lens;      /* by first byte: the lengths of its names, rising */
-    /* by name: its length << 1 | 1 when no other name has its hash and length (`alone`) */
-    uint32_t *name_meta;
-    /* by a text's byte: the one length of the names starting with it (its ASCII upper case
-       too), 0 where there are none or several (then `lens`) */
-    uint16_t one_len[256];
     uint16_t len_first[256];
     uint8_t len_count[256];
     Marks own;             /* marks used by one render at a time */
