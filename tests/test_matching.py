@@ -349,6 +349,28 @@ def test_a_name_found_again_costs_its_probe_one_slot_and_keeps_the_text_probed()
     assert built.native.handed_over == 0
 
 
+# Text that keeps probing over its budget (names of one letter and a length, text made of
+# their pieces) goes to the automaton without being probed first, but for about one string in
+# four, still probed to see whether it has changed; the names found are the same.
+def test_text_that_keeps_probing_over_its_budget_goes_to_the_automaton_first() -> None:
+    if not page_scan.AVAILABLE or not _has_avx2():
+        return
+    names = ["a" * 60 + f"{n:03d}" for n in range(40)]
+    rows = [{"id": f"att_{n}", "name": name, "content_type": "image/png",
+             "internal_uri": f"file:///{n}", "source": "memory_add_uri"}
+            for n, name in enumerate(names)]
+    built = _build(1, rows)
+    assert built.native.probing
+    texts = ["a" * 500 + names[n % 40] + "a" * 30 for n in range(200)]
+    page = page_scan.scan(json.dumps({"results": [
+        {"session_id": "s1", "text": text} for text in texts]}).encode(), False)
+    assert page is not None
+    out, attached = scanned_answer(page, set(), {"s1": built})
+    found = [[a["name"] for a in result["attachments"]] for result in jsonio.loads(out)["results"]]
+    assert found == [[names[n % 40]] for n in range(200)] and attached == 200
+    assert 30 <= built.native.handed_over <= 70  # of 200 strings (all of them, probed every time)
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["ab", "abc", "a.b", "ba.ab", "b.b.b", "abab", "x"]),
                 min_size=1, max_size=5),
@@ -388,6 +410,24 @@ def test_names_of_few_bytes_stepped_two_at_a_time_agree_with_the_naive_definitio
     piece = st.one_of(st.sampled_from(names), st.sampled_from(names).map(str.upper),
                       st.text(alphabet="ab.", max_size=4), st.just("x"))
     strings = ["".join(data.draw(st.lists(piece, max_size=120)))
+               for _ in range(data.draw(st.integers(1, 3)))]
+    assert _scanned_names(names, strings, ensure_ascii) == _naive(names, [*strings, "s1"])
+
+
+# The same where the text seldom comes back to the root (long stretches of a byte in no name
+# between the pieces), so the automaton steps it outside its dense stretches, a byte a load.
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab.", min_size=1, max_size=24), min_size=1, max_size=12),
+       st.booleans(), st.data())
+def test_names_of_few_bytes_between_rare_returns_to_the_root_agree_with_the_naive_definition(
+    names: list[str], ensure_ascii: bool, data: st.DataObject
+) -> None:
+    if not page_scan.AVAILABLE:
+        return
+    names = sorted(set(names))
+    piece = st.one_of(st.sampled_from(names), st.sampled_from(names).map(str.upper),
+                      st.text(alphabet="ab.", max_size=40))
+    strings = [" yyyyyyyyyyyy ".join(data.draw(st.lists(piece, max_size=30)))
                for _ in range(data.draw(st.integers(1, 3)))]
     assert _scanned_names(names, strings, ensure_ascii) == _naive(names, [*strings, "s1"])
 

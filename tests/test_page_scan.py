@@ -1012,6 +1012,26 @@ def test_item_keys_of_every_length_are_read_alike_plain_escaped_and_near_the_end
 
 @needs_scanner
 @pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_small_and_large_items_are_matched_alike(native: bool, ascii_only: bool) -> None:
+    # Items from 16 KiB on have their strings matched without the GIL: small and large ones
+    # find the same names, in plain, escaped (ascii_only) and non-ASCII strings, before and
+    # after a long text.
+    matchers = _matchers("s1", "photo.png", "été.jpg", "ÉTÉ-2.JPG", "x.pdf")
+    for size in (10, 16_000, 17_000, 40_000):
+        item = {"session_id": "s1", "summary": "see Été.JPG and été-2.jpg",
+                "episode": "lorem ipsum " * (size // 12) + "PHOTO.png",
+                "notes": ["\u00e9t\u00e9.jpg", "x.PDF", "short"], "base64": "x.pdf"}
+        body = json.dumps({"results": [item, {"session_id": "s1", "text": "photo.png"}]},
+                          ensure_ascii=ascii_only)
+        answer, count = _answer(body, native, matchers)
+        found = [sorted(a["name"] for a in r["attachments"]) for r in answer["results"]]
+        assert found == [sorted(["photo.png", "été.jpg", "ÉTÉ-2.JPG", "x.pdf"]), ["photo.png"]]
+        assert count == 5
+
+
+@needs_scanner
+@pytest.mark.parametrize("native", [False, True])
 def test_a_page_that_ends_inside_a_string_is_refused(native: bool) -> None:
     for shift in range(0, 70):
         body = (" " * shift + '{"results":[{"session_id":"s1","content":"photo.png').encode()

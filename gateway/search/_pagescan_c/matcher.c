@@ -1023,7 +1023,14 @@ static inline Py_ssize_t match_text(const Matcher *m, const unsigned char *text,
                                     int fold, Marks *marks, uint64_t stamp, uint64_t again,
                                     Py_ssize_t n_hits) {
 #ifdef LEAD_SKIP
-    if (m->probe) return probe_names(m, text, len, fold, marks, stamp, again, n_hits);
+    if (m->probe) {
+        /* text that keeps probing over its budget (a session's adversarial names) goes to the
+           automaton straight away, all but about one string in four, still probed to see */
+        Matcher *counted = (Matcher *)m;
+        uint64_t tried = __atomic_fetch_add(&counted->tried, 1, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&counted->handed_over, __ATOMIC_RELAXED) * 4 <= tried)
+            return probe_names(m, text, len, fold, marks, stamp, again, n_hits);
+    }
 #endif
     (void)stamp;
     return find_names(m, text, len, fold, marks, again, n_hits);

@@ -238,6 +238,7 @@ typedef struct {
        that start with its byte (at most PROBE_LENGTHS) */
     int probe;
     uint64_t handed_over;  /* strings probing left to the automaton (counted atomically) */
+    uint64_t tried;        /* strings matched, probed or not (the same) */
     uint32_t probe_mask;   /* the table's slots - 1 (a power of two) */
     ProbeSlot *slots;
     unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
