@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -395,39 +396,26 @@ def test_probed_names_agree_with_the_naive_definition(
 # Where the names use at most four distinct bytes (after lower-casing), the automaton steps
 # text dense in them two bytes a load ("pair rows"), one at a time where a name ends, a walk
 # may start or the state has no row; either way it finds what the naive definition finds.
-# The text keeps coming back to the root (an "x" is in no name), which makes the automaton step
-# it densely, where pair rows are read; names of one to three bytes end between two bytes.
+# Dense: the text keeps coming back to the root (an "x" is in no name), which makes the
+# automaton step it densely, where pair rows are read; names of one to three bytes end between
+# two bytes. Sparse: long stretches of a byte in no name between the pieces, so the automaton
+# steps the text outside its dense stretches, a byte a load.
+@pytest.mark.parametrize("dense", [True, False])
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(alphabet="ab.", min_size=1, max_size=24), min_size=1, max_size=12),
        st.booleans(), st.data())
-def test_names_of_few_bytes_stepped_two_at_a_time_agree_with_the_naive_definition(
-    names: list[str], ensure_ascii: bool, data: st.DataObject
+def test_names_of_few_bytes_agree_with_the_naive_definition(
+    dense: bool, names: list[str], ensure_ascii: bool, data: st.DataObject
 ) -> None:
     if not page_scan.AVAILABLE:
         return
     names = sorted(set(names))
     assert _native_matcher(names).pair_rows > 0
-    piece = st.one_of(st.sampled_from(names), st.sampled_from(names).map(str.upper),
-                      st.text(alphabet="ab.", max_size=4), st.just("x"))
-    strings = ["".join(data.draw(st.lists(piece, max_size=120)))
-               for _ in range(data.draw(st.integers(1, 3)))]
-    assert _scanned_names(names, strings, ensure_ascii) == _naive(names, [*strings, "s1"])
-
-
-# The same where the text seldom comes back to the root (long stretches of a byte in no name
-# between the pieces), so the automaton steps it outside its dense stretches, a byte a load.
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet="ab.", min_size=1, max_size=24), min_size=1, max_size=12),
-       st.booleans(), st.data())
-def test_names_of_few_bytes_between_rare_returns_to_the_root_agree_with_the_naive_definition(
-    names: list[str], ensure_ascii: bool, data: st.DataObject
-) -> None:
-    if not page_scan.AVAILABLE:
-        return
-    names = sorted(set(names))
-    piece = st.one_of(st.sampled_from(names), st.sampled_from(names).map(str.upper),
-                      st.text(alphabet="ab.", max_size=40))
-    strings = [" yyyyyyyyyyyy ".join(data.draw(st.lists(piece, max_size=30)))
+    pieces = [st.sampled_from(names), st.sampled_from(names).map(str.upper),
+              st.text(alphabet="ab.", max_size=4 if dense else 40)]
+    piece = st.one_of(*pieces, st.just("x")) if dense else st.one_of(*pieces)
+    joiner = "" if dense else " yyyyyyyyyyyy "
+    strings = [joiner.join(data.draw(st.lists(piece, max_size=120 if dense else 30)))
                for _ in range(data.draw(st.integers(1, 3)))]
     assert _scanned_names(names, strings, ensure_ascii) == _naive(names, [*strings, "s1"])
 

@@ -1027,7 +1027,10 @@ static inline Py_ssize_t match_text(const Matcher *m, const unsigned char *text,
         /* text that keeps probing over its budget (a session's adversarial names) goes to the
            automaton straight away, all but about one string in four, still probed to see */
         Matcher *counted = (Matcher *)m;
-        uint64_t tried = __atomic_fetch_add(&counted->tried, 1, __ATOMIC_RELAXED);
+        /* a count, not a lock: two threads may count one string between them (no locked
+           instruction on every string of every search) */
+        uint64_t tried = __atomic_load_n(&counted->tried, __ATOMIC_RELAXED);
+        __atomic_store_n(&counted->tried, tried + 1, __ATOMIC_RELAXED);
         if (__atomic_load_n(&counted->handed_over, __ATOMIC_RELAXED) * 4 <= tried)
             return probe_names(m, text, len, fold, marks, stamp, again, n_hits);
     }

@@ -261,12 +261,14 @@ extern unsigned char LOWER[256];
 /* The page's bytes are a bytes object's, which end in a NUL one past the last (`s[n]`): a
    byte that must be a given character (not NUL) or whitespace is read without testing the
    bound first. */
-static inline void skip_ws(Parser *p) {
-    const unsigned char *s = p->s;
-    Py_ssize_t i = p->i;
-    if (s[i] > ' ') return; /* the usual case: no whitespace */
+static inline Py_ssize_t ws_from(const unsigned char *s, Py_ssize_t i) {
     while (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') i++;
-    p->i = i;
+    return i;
+}
+
+static inline void skip_ws(Parser *p) {
+    if (p->s[p->i] > ' ') return; /* the usual case: no whitespace */
+    p->i = ws_from(p->s, p->i);
 }
 
 /* ASCII letters of an all-ASCII word lower-cased (no byte has its high bit set) */
@@ -303,19 +305,25 @@ void init_lex_tables(void);
 int index_page(Parser *p);
 int lex_string_slow(Parser *p, Span *out);
 
-/* At the opening quote: validate the string, fill `out` (inside of the quotes). A string of
-   plain bytes (the first stop after its opening quote is its closing quote) is read from the
-   page's index, 64 bytes a step; any other goes the byte-reading way. */
-static inline int lex_string(Parser *p, Span *out) {
-    Py_ssize_t start = p->i + 1, w = start >> 6;
+/* The closing quote of the string whose opening quote is at s[i], when the string is plain
+   (the first stop after its opening quote is its closing quote): read from the page's index,
+   64 bytes a step; else -1, and `lex_string_slow` reads it byte by byte. */
+static inline Py_ssize_t plain_end(const Parser *p, Py_ssize_t i) {
+    Py_ssize_t start = i + 1, w = start >> 6;
     uint64_t stops = p->stops[w] & (~0ULL << (start & 63));
     while (!stops) {
-        if (++w >= p->n_words) return lex_string_slow(p, out);
+        if (++w >= p->n_words) return -1;
         stops = p->stops[w];
     }
     Py_ssize_t end = (w << 6) + __builtin_ctzll(stops);
-    if (p->s[end] != '"') return lex_string_slow(p, out);
-    out->start = start;
+    return p->s[end] == '"' ? end : -1;
+}
+
+/* At the opening quote: validate the string, fill `out` (inside of the quotes). */
+static inline int lex_string(Parser *p, Span *out) {
+    Py_ssize_t end = plain_end(p, p->i);
+    if (end < 0) return lex_string_slow(p, out);
+    out->start = p->i + 1;
     out->end = end;
     out->kind = K_STR;
     out->flags = 0;

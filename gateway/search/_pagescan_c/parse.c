@@ -3,24 +3,30 @@
 
 #include "pagescan.h"
 
-static int grow_strs(Parser *p) {
-    Py_ssize_t cap = p->cap_strs ? p->cap_strs * 2 : 256;
-    Span *strs = PyMem_Realloc(p->strs, (size_t)cap * sizeof(Span));
-    if (!strs) { PyErr_NoMemory(); return -1; }
-    p->strs = strs;
-    p->cap_strs = cap;
+/* Room for more spans in a growing list (twice the capacity, `first` the first time). */
+static int grow_spans(Span **spans, Py_ssize_t *cap, Py_ssize_t first) {
+    Py_ssize_t more = *cap ? *cap * 2 : first;
+    Span *grown = PyMem_Realloc(*spans, (size_t)more * sizeof(Span));
+    if (!grown) { PyErr_NoMemory(); return -1; }
+    *spans = grown;
+    *cap = more;
     return 0;
 }
 
-/* A walked string, its fields stored one by one: a Span just written field by field and read
-   back whole (one wide load of several narrow stores) waits for the stores to retire. */
-static inline int push_str(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags) {
-    if (p->n_strs == p->cap_strs && grow_strs(p) < 0) return -1;
-    Span *sp = &p->strs[p->n_strs++];
+/* A span's fields stored one by one: a Span just written field by field and read back whole
+   (one wide load of several narrow stores) waits for the stores to retire, so the scan keeps
+   spans as scalars until they are stored. */
+static inline void set_span(Span *sp, Py_ssize_t start, Py_ssize_t end, int kind, int flags) {
     sp->start = start;
     sp->end = end;
-    sp->kind = K_STR;
+    sp->kind = kind;
     sp->flags = flags;
+}
+
+/* A walked string. */
+static inline int push_str(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags) {
+    if (p->n_strs == p->cap_strs && grow_spans(&p->strs, &p->cap_strs, 256) < 0) return -1;
+    set_span(&p->strs[p->n_strs++], start, end, K_STR, flags);
     return 0;
 }
 
@@ -63,15 +69,6 @@ static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t
     return 0;
 }
 
-static int grow_keys(Parser *p) {
-    Py_ssize_t cap = p->cap_keys ? p->cap_keys * 2 : 64;
-    Span *keys = PyMem_Realloc(p->keys, (size_t)cap * sizeof(Span));
-    if (!keys) { PyErr_NoMemory(); return -1; }
-    p->keys = keys;
-    p->cap_keys = cap;
-    return 0;
-}
-
 static inline int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
                            const KeyWords *kw, Py_ssize_t first, uint64_t *seen) {
     /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
@@ -79,12 +76,8 @@ static inline int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flag
     uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
     if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
     *seen |= bit;
-    if (p->n_keys == p->cap_keys && grow_keys(p) < 0) return -1;
-    Span *key = &p->keys[p->n_keys++];
-    key->start = start;
-    key->end = end;
-    key->kind = K_STR;
-    key->flags = flags;
+    if (p->n_keys == p->cap_keys && grow_spans(&p->keys, &p->cap_keys, 64) < 0) return -1;
+    set_span(&p->keys[p->n_keys++], start, end, K_STR, flags);
     return 0;
 }
 
@@ -201,25 +194,6 @@ static int parse_value(Parser *p, int collect, Span *out) {
     }
 }
 
-/* Whitespace from s[i] on (the page ends in a NUL, which stops it) */
-static inline Py_ssize_t ws_from(const unsigned char *s, Py_ssize_t i) {
-    while (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') i++;
-    return i;
-}
-
-/* The closing quote of the string whose opening quote is at s[i], from the page's index, when
-   the string is plain; else -1 (then `lex_string_slow` reads it). */
-static inline Py_ssize_t plain_end(const Parser *p, Py_ssize_t i) {
-    Py_ssize_t start = i + 1, w = start >> 6;
-    uint64_t stops = p->stops[w] & (~0ULL << (start & 63));
-    while (!stops) {
-        if (++w >= p->n_words) return -1;
-        stops = p->stops[w];
-    }
-    Py_ssize_t end = (w << 6) + __builtin_ctzll(stops);
-    return p->s[end] == '"' ? end : -1;
-}
-
 /* A string whose quote is at p->i read the slow way: its span's fields, p->i past it */
 static int slow_string(Parser *p, Py_ssize_t *start, Py_ssize_t *end, int *flags) {
     Span sp;
@@ -247,7 +221,7 @@ static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, 
         i++;
     } else {
         for (;;) {
-            /* spans as scalars until stored (see push_str) */
+            /* spans as scalars until stored (see set_span) */
             Py_ssize_t kstart = i + 1, kend, vstart, vend;
             int kflags = 0, vkind = K_STR, vflags = 0;
             if (s[i] != '"') FAIL(p);
@@ -305,11 +279,7 @@ static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, 
                 vflags = value.flags;
             }
             if (known) {
-                Span *sp = &spans[at];
-                sp->start = vstart;
-                sp->end = vend;
-                sp->kind = vkind;
-                sp->flags = vflags;
+                set_span(&spans[at], vstart, vend, vkind, vflags);
                 found |= 1u << at;
             }
             count++;
