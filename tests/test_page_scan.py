@@ -1037,3 +1037,19 @@ def test_a_page_that_ends_inside_a_string_is_refused(native: bool) -> None:
         body = (" " * shift + '{"results":[{"session_id":"s1","content":"photo.png').encode()
         for cut in (b"", b'"', b"\\", b'\\"', b"\\u00", b'"}]'):
             assert page_scan.scan(body + cut, native) is None, body + cut
+
+
+# The page's session ids are gathered in a table placed by a seeded hash of all their bytes:
+# ids an engine sends alike but in their middle bytes (the first and last eight were all the
+# table's slot read) cost a slot or two each, as other ids do; each is listed once, in order.
+@needs_scanner
+def test_session_ids_alike_but_in_their_middle_cost_a_slot_or_two_each() -> None:
+    count = 5000
+    alike = [f"aaaaaaaa{k:08d}bbbbbbbb" for k in range(count)]
+    items = [{"id": f"e{k}", "session_id": alike[k % count], "episode": "x"}
+             for k in range(count + 100)]  # the first hundred come again
+    body = json.dumps({"data": {"episodes": items}}, separators=(",", ":")).encode()
+    page = page_scan.scan(body, False)
+    assert page is not None
+    assert page.sessions == alike
+    assert page.session_steps <= 2 * len(items)

@@ -70,6 +70,7 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->into);
     PyMem_RawFree(self->runs);
     PyMem_RawFree(self->slots);
+    PyMem_RawFree(self->chained);
     PyMem_RawFree(self->name_bytes);
     PyMem_RawFree(self->lens);
     marks_free(&self->own);
@@ -214,10 +215,56 @@ static inline uint64_t probe_hash(const unsigned char *s, Py_ssize_t n, int fold
     return h;
 }
 
+/* A hash's slot in a table of mask + 1: from its bits mixed with the process's random seed, so
+   names cannot be chosen to fall in one run of slots (the table's build and every probe would
+   walk it). */
+static inline uint32_t probe_slot(uint64_t h, uint32_t mask) {
+    return (uint32_t)(((h ^ hash_seed) * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
+}
+
+static int by_name_bytes(const void *a, const void *b) {
+    const NameBytes *x = *(const NameBytes *const *)a, *y = *(const NameBytes *const *)b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    int order = memcmp(x->bytes, y->bytes, (size_t)x->len);
+    if (order) return order;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Which names repeat the bytes of one before them in `names`' order (1 each), or NULL when none
+   does; -1 in `*failed` out of memory. Names in rising order of their bytes (the gateway's own,
+   sorted) are told apart in one pass; others are sorted by their bytes first. */
+static uint8_t *repeated_names(const NameBytes *names, Py_ssize_t n, int *failed) {
+    *failed = 0;
+    int rising = 1;
+    for (Py_ssize_t k = 1; k < n && rising; k++) {
+        Py_ssize_t a = names[k - 1].len, b = names[k].len;
+        int order = memcmp(names[k - 1].bytes, names[k].bytes, (size_t)(a < b ? a : b));
+        rising = order < 0 || (order == 0 && a < b);
+    }
+    if (rising) return NULL;
+    const NameBytes **sorted = PyMem_RawMalloc((size_t)n * sizeof(*sorted));
+    uint8_t *repeated = PyMem_RawCalloc((size_t)n, 1);
+    if (!sorted || !repeated) {
+        PyMem_RawFree(sorted);
+        PyMem_RawFree(repeated);
+        *failed = 1;
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) sorted[k] = &names[k];
+    qsort(sorted, (size_t)n, sizeof(*sorted), by_name_bytes);
+    for (Py_ssize_t k = 1; k < n; k++)
+        if (sorted[k]->len == sorted[k - 1]->len &&
+            memcmp(sorted[k]->bytes, sorted[k - 1]->bytes, (size_t)sorted[k]->len) == 0)
+            repeated[sorted[k] - names] = 1; /* the first of them in `names` sorts first */
+    PyMem_RawFree(sorted);
+    return repeated;
+}
+
 /* The hash table of the names and their lengths by first byte, for `probe_names`; nothing
    (and `probe` unset) when the lead filter is not there or some first byte has names of too
-   many lengths. Names equal as bytes are one slot, the first in `names`' order (as the
-   automaton keeps the first). -1 out of memory. */
+   many lengths. Names equal as bytes are one name, the first in `names`' order (as the
+   automaton keeps the first). Names of one hash and length share a slot, chained from it, so
+   the build reads a slot or two a name whatever the names (`build_steps`). -1 out of memory. */
 static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     m->probe = 0;
     if (!m->leads || n == 0 || !__builtin_cpu_supports("avx2")) return 0;
@@ -235,8 +282,26 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         held[j] = len;
         counts[b]++;
     }
+    int failed;
+    uint8_t *repeated = repeated_names(names, n, &failed);
+    if (failed) return -1;
     Py_ssize_t *lens = PyMem_RawMalloc(256 * PROBE_LENGTHS * sizeof(Py_ssize_t));
-    if (!lens) return -1;
+    uint32_t size = 2;
+    while (size < 2 * (uint64_t)n) size <<= 1;
+    m->slots = PyMem_RawMalloc((size_t)size * sizeof(ProbeSlot));
+    m->chained = PyMem_RawMalloc((size_t)n * sizeof(ProbeLink));
+    m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
+    if (!lens || !m->slots || !m->chained || !m->name_bytes) {
+        PyMem_RawFree(repeated);
+        PyMem_RawFree(lens);
+        PyMem_RawFree(m->slots);
+        PyMem_RawFree(m->chained);
+        PyMem_RawFree(m->name_bytes);
+        m->slots = NULL;
+        m->chained = NULL;
+        m->name_bytes = NULL;
+        return -1;
+    }
     Py_ssize_t at = 0;
     for (int b = 0; b < 256; b++) {
         m->len_first[b] = (uint16_t)at;
@@ -244,43 +309,35 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         memcpy(lens + at, found[b], counts[b] * sizeof(Py_ssize_t));
         at += counts[b];
     }
-    uint32_t size = 2;
-    while (size < 2 * (uint64_t)n) size <<= 1;
-    m->slots = PyMem_RawMalloc((size_t)size * sizeof(ProbeSlot));
-    m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
-    if (!m->slots || !m->name_bytes) {
-        PyMem_RawFree(lens);
-        PyMem_RawFree(m->slots);
-        PyMem_RawFree(m->name_bytes);
-        m->slots = NULL;
-        m->name_bytes = NULL;
-        return -1;
-    }
     memset(m->name_bytes + total, 0, 8);
     for (uint32_t k = 0; k < size; k++) m->slots[k].name = -1;
     m->probe_mask = size - 1;
     Py_ssize_t off = 0;
+    int32_t n_chained = 0;
+    uint64_t steps = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
+        if (repeated && repeated[k]) continue;
         const unsigned char *bytes = names[k].bytes;
         Py_ssize_t len = names[k].len;
         uint64_t h = probe_hash(bytes, len, 0);
-        uint32_t slot = (uint32_t)(h >> 32) & m->probe_mask;
-        /* a name of the same hash starts from the same slot, so the walk to this one's passes
-           every such name before it: both are marked not alone */
-        int alone = 1;
-        for (;; slot = (slot + 1) & m->probe_mask) {
+        memcpy(m->name_bytes + off, bytes, (size_t)len);
+        for (uint32_t slot = probe_slot(h, m->probe_mask);; slot = (slot + 1) & m->probe_mask) {
             ProbeSlot *held = &m->slots[slot];
-            if (held->name < 0) break;
-            if (held->hash == h && held->len == len) {
-                if (memcmp(m->name_bytes + held->off, bytes, (size_t)len) == 0) break;
-                held->alone = alone = 0;
+            steps++;
+            if (held->name < 0) {
+                *held = (ProbeSlot){h, off, len, names[k].index, -1};
+                break;
+            }
+            if (held->hash == h && held->len == len) { /* names differ: chained from this one */
+                m->chained[n_chained] = (ProbeLink){off, names[k].index, held->more};
+                held->more = n_chained++;
+                break;
             }
         }
-        if (m->slots[slot].name >= 0) continue; /* the same bytes as a name before it */
-        memcpy(m->name_bytes + off, bytes, (size_t)len);
-        m->slots[slot] = (ProbeSlot){h, off, len, names[k].index, alone};
         off += len;
     }
+    PyMem_RawFree(repeated);
+    m->build_steps = steps;
     m->lens = lens;
     m->probe = 1;
     return 0;
@@ -895,8 +952,9 @@ static Py_ssize_t find_names(const Matcher *m, const unsigned char *text, Py_ssi
     return n_hits;
 }
 
-/* Probing leaves a string to the automaton once its work (places let through, table slots
-   read, and a unit per eight bytes compared in vain) passes an eighth of the bytes it has read,
+/* Probing leaves a string to the automaton once its work (places let through, probes, names
+   of a chain read past its first, and a unit per eight bytes compared in vain) passes an eighth
+   of the bytes it has read,
    plus this: what it does stays linear in the text, and text that keeps it busy costs it a few
    probes. A name is compared to the text until it is found in the item, once at most, so the
    comparisons that find names are bounded by the names' bytes and are not counted. */
@@ -984,26 +1042,36 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
             for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
                 Py_ssize_t n = lens[k];
                 uint64_t h = probe_hash(text + i, n, fold);
-                for (uint32_t at = (uint32_t)(h >> 32) & mask;; at = (at + 1) & mask) {
+                /* a probe counts one, not the run of held slots it reads to its own: the
+                   slots are seeded, so runs are short whatever the names and the text */
+                work++;
+                for (uint32_t at = probe_slot(h, mask);; at = (at + 1) & mask) {
                     const ProbeSlot *slot = &slots[at];
-                    work++;
                     if (slot->name < 0) break;
                     if (slot->hash != h || slot->len != n) continue;
-                    /* found already in the item, by a probe or by the automaton (whose marks
-                       stay its own): nothing to compare, and nothing more to look for unless
-                       another name has this hash and length (then the next slots may) */
-                    uint64_t held = marks->names[slot->name];
-                    if (held == stamp || held == again) {
-                        if (slot->alone) break; /* the name these bytes would be */
-                        continue;
+                    /* the one slot of this hash and length: its names in turn, but those found
+                       already in the item, by a probe or by the automaton (whose marks stay its
+                       own), until one is these bytes */
+                    Py_ssize_t name = slot->name, off = slot->off;
+                    for (int32_t more = slot->more;;) {
+                        uint64_t held = marks->names[name];
+                        if (held != stamp && held != again) {
+                            if (common_prefix(text + i, m->name_bytes + off, n, len - i, fold) ==
+                                n) {
+                                marks->names[name] = stamp;
+                                marks->hits[n_hits++] = name;
+                                break;
+                            }
+                            work += n >> 3; /* compared in vain */
+                        }
+                        if (more < 0) break;
+                        const ProbeLink *link = &m->chained[more];
+                        name = link->name;
+                        off = link->off;
+                        more = link->next;
+                        work++;
                     }
-                    if (common_prefix(text + i, m->name_bytes + slot->off, n, len - i, fold) < n) {
-                        work += n >> 3; /* compared in vain */
-                        continue;       /* the next slots may hold a name of the same hash */
-                    }
-                    marks->names[slot->name] = stamp;
-                    marks->hits[n_hits++] = slot->name;
-                    break; /* one slot per name's bytes */
+                    break;
                 }
             }
             if (work > ((i + 1) >> 3) + PROBE_SLACK) {
@@ -1166,6 +1234,11 @@ static PyObject *Matcher_handed_over(Matcher *self, void *closure) {
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->handed_over, __ATOMIC_RELAXED));
 }
 
+static PyObject *Matcher_build_steps(Matcher *self, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->build_steps);
+}
+
 static PyObject *Matcher_pair_rows(Matcher *self, void *closure) {
     (void)closure;
     return PyLong_FromUnsignedLong(self->n_pair_rows);
@@ -1180,6 +1253,8 @@ static PyGetSetDef Matcher_getset[] = {
     {"handed_over", (getter)Matcher_handed_over, NULL,
      "How many strings probing has left to the automaton so far (text that kept it busy).",
      NULL},
+    {"build_steps", (getter)Matcher_build_steps, NULL,
+     "Hash table slots read while the probing table was built (a slot or two a name).", NULL},
     {NULL}};
 
 PyTypeObject MatcherType = {

@@ -3,6 +3,24 @@
 #include "pagescan.h"
 
 unsigned char LOWER[256];
+uint64_t hash_seed;
+
+/* Eight random bytes from the operating system (os.urandom), for `hash_seed`. */
+static int random_seed(uint64_t *seed) {
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os) return -1;
+    PyObject *bytes = PyObject_CallMethod(os, "urandom", "i", 8);
+    Py_DECREF(os);
+    if (!bytes) return -1;
+    if (!PyBytes_Check(bytes) || PyBytes_GET_SIZE(bytes) != 8) {
+        Py_DECREF(bytes);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom(8) gave no eight bytes");
+        return -1;
+    }
+    memcpy(seed, PyBytes_AS_STRING(bytes), 8);
+    Py_DECREF(bytes);
+    return 0;
+}
 
 static PyMethodDef module_methods[] = {
     {"scan", scan, METH_VARARGS, "scan(body, native) -> Page | None"},
@@ -19,6 +37,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__pagescan(void) {
     init_lex_tables();
+    if (random_seed(&hash_seed) < 0) return NULL;
     for (int c = 0; c < 256; c++) LOWER[c] = (unsigned char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
     if (PyType_Ready(&PageType) < 0 || PyType_Ready(&MatcherType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

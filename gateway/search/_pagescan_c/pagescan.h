@@ -164,6 +164,7 @@ typedef struct {
     Py_ssize_t n_selected;
     Container containers[N_CONTAINERS];
     PyObject *sessions;
+    uint64_t session_steps; /* slots read in the table of the page's session ids */
 } Page;
 
 /* the bytes at a position the lead filter reads: its own and the next two */
@@ -185,13 +186,19 @@ typedef struct {
 } State;
 
 /* A slot of the names' hash table (matcher.c `probe_names`): a name's hash, its bytes and index
-   (-1: an empty slot). */
+   (-1: an empty slot), and the other names of that hash and length, chained from it. */
 typedef struct {
     uint64_t hash;
     Py_ssize_t off, len; /* in Matcher.name_bytes */
     Py_ssize_t name;
-    int alone; /* no other slot holds a name of the same hash and length */
+    int32_t more; /* the first other name of this hash and length in Matcher.chained, -1 none */
 } ProbeSlot;
+
+/* A name chained from its hash and length's slot: its bytes, index and the next such name. */
+typedef struct {
+    Py_ssize_t off, name;
+    int32_t next; /* -1: the chain's last */
+} ProbeLink;
 
 typedef struct {
     uint64_t *names;   /* per render call: the stamp of the last item that found each name */
@@ -241,6 +248,8 @@ typedef struct {
     uint64_t tried;        /* strings matched, probed or not (the same) */
     uint32_t probe_mask;   /* the table's slots - 1 (a power of two) */
     ProbeSlot *slots;
+    ProbeLink *chained;    /* names of a hash and length another name's slot holds */
+    uint64_t build_steps;  /* table slots read and names compared while the table was built */
     unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
     Py_ssize_t *lens;      /* by first byte: the lengths of its names, rising */
     uint16_t len_first[256];
@@ -253,6 +262,9 @@ extern PyTypeObject PageType, MatcherType;
 
 /* ASCII upper case to lower case, every other byte unchanged (filled at import) */
 extern unsigned char LOWER[256];
+/* random per process: seeds the hashes that place in tables what clients and engines chose
+   (names, session ids), so none can be chosen to fall in one run of slots */
+extern uint64_t hash_seed;
 
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
@@ -281,6 +293,24 @@ static inline uint64_t lower_word(uint64_t x) {
 /* A 64-bit hash of two words and a length (its high bits mix every input bit) */
 static inline uint64_t mix_words(uint64_t a, uint64_t b, Py_ssize_t n) {
     return a * 0x9E3779B97F4A7C15ULL ^ (b + (uint64_t)n) * 0xC2B2AE3D27D4EB4FULL;
+}
+
+/* A hash of all of the n bytes at `s`, seeded with `hash_seed`: its high bits mix every byte. */
+static inline uint64_t bytes_hash(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = hash_seed ^ (uint64_t)n * 0x9E3779B97F4A7C15ULL, w;
+    Py_ssize_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        memcpy(&w, s + k, 8);
+        h = (h ^ w) * 0xC2B2AE3D27D4EB4FULL;
+        h ^= h >> 29;
+    }
+    if (k < n) {
+        w = 0;
+        memcpy(&w, s + k, (size_t)(n - k));
+        h = (h ^ w) * 0xC2B2AE3D27D4EB4FULL;
+        h ^= h >> 29;
+    }
+    return h * 0x9E3779B97F4A7C15ULL;
 }
 
 /* A name's hash: its length, first and last eight bytes. `fold`: lower-case ASCII text first. */
