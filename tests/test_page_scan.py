@@ -1053,3 +1053,31 @@ def test_session_ids_alike_but_in_their_middle_cost_a_slot_or_two_each() -> None
     assert page is not None
     assert page.sessions == alike
     assert page.session_steps <= 2 * len(items)
+
+
+def _item_with_object(keys: list[str]) -> bytes:
+    """A page of one episode holding an object whose keys are `keys` as written (escapes kept)."""
+    members = ",".join(f'"{key}":{n}' for n, key in enumerate(keys))
+    return ('{"data":{"episodes":[{"id":"e1","session_id":"s1","episode":"a.png",'
+            '"meta":{' + members + '}}]}}').encode()
+
+
+# An object the scanner walks is checked for repeated keys (a JSON reader keeps the last value
+# only): past a few dozen keys its filter hits on every key, so it compares a key with the
+# others by a seeded hash of their decoded bytes, and an object of more than 64 keys goes to
+# the Python path (an object of 40,000 escaped keys had taken the scanner ten seconds).
+@needs_scanner
+def test_objects_of_many_keys_are_checked_by_hash_or_left_to_the_python_path() -> None:
+    keys = [f"k{n:05d}" for n in range(64)]
+    assert page_scan.scan(_item_with_object(keys), False) is not None
+    assert page_scan.scan(_item_with_object(keys + ["k99999"]), False) is None
+    # a key repeated late, as sent or spelled with escapes, is seen among 63 others
+    for late in ("k00007", "k\\u00300007", "\\u006b00007"):
+        body = _item_with_object(keys[:63] + [late])
+        assert page_scan.scan(body, False) is None, late
+    # no key repeated: the scanner answers, as the Python path does
+    assert agree(_item_with_object(keys[:63] + ["k00007x"]), False, set(), _matchers())
+    # one spelled with escapes early, then as sent
+    others = [key for key in keys if key != "k00003"][:62]
+    body = _item_with_object(["k\\u00300003", *others, "k00003"])
+    assert page_scan.scan(body, False) is None

@@ -148,6 +148,7 @@ static void parser_free(Parser *p) {
     PyMem_Free(p->items);
     PyMem_Free(p->strs);
     PyMem_Free(p->keys);
+    PyMem_Free(p->key_hashes);
     buf_free(&p->scratch);
     buf_free(&p->scratch2);
     PyMem_Free(p->stops);

@@ -139,6 +139,7 @@ typedef struct {
     Span *strs;
     Py_ssize_t n_strs, cap_strs;
     Span *keys; /* keys of the walked objects being read, innermost last */
+    uint64_t *key_hashes; /* by key: a seeded hash of its decoded bytes | 1, 0 until needed */
     Py_ssize_t n_keys, cap_keys;
     Container containers[N_CONTAINERS];
     Buf scratch, scratch2;

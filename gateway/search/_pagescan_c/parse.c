@@ -47,11 +47,35 @@ static Item *new_item(Parser *p) {
    sees the earlier ones; the walk here reads every value. Objects the walk reads are therefore
    checked: a repeated key leaves the page to the Python path. A 64-bit filter on each key's hash
    (of its decoded bytes alone, `KeyWords`) keeps the common case to one test; only a filter hit
-   compares keys. */
+   compares the key with the object's others, by a seeded hash of their decoded bytes (each
+   key's made once, when first needed) and by their bytes where the hashes agree. An object of
+   more than MAX_CHECKED_KEYS keys is left to the Python path too: past a few dozen keys the
+   filter hits on every key, and the comparisons would grow as the square of the keys (an
+   object of 40,000 escaped keys took ten seconds). */
+#define MAX_CHECKED_KEYS 64
+
+/* A key's hash for `repeated_key`: of the bytes it decodes to. -1 on a Python error. */
+static int key_hash(Parser *p, Py_ssize_t k) {
+    if (p->key_hashes[k]) return 0;
+    Span key = p->keys[k];
+    const unsigned char *bytes = p->s + key.start;
+    Py_ssize_t len = key.end - key.start;
+    if (key.flags & F_ESC) {
+        if (unescape(p->s, key, &p->scratch2) < 0) return -1;
+        bytes = (const unsigned char *)p->scratch2.data;
+        len = p->scratch2.len;
+    }
+    p->key_hashes[k] = bytes_hash(bytes, len) | 1;
+    return 0;
+}
+
 static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t first) {
     const unsigned char *text = kw->text;
     Py_ssize_t len = kw->len;
+    uint64_t mine = bytes_hash(text, len) | 1;
     for (Py_ssize_t k = first; k < p->n_keys; k++) {
+        if (key_hash(p, k) < 0) return -1;
+        if (p->key_hashes[k] != mine) continue;
         Span other = p->keys[k];
         if (!((key_flags | other.flags) & F_ESC)) {
             if (other.end - other.start == len &&
@@ -71,12 +95,22 @@ static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t
 
 static inline int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
                            const KeyWords *kw, Py_ssize_t first, uint64_t *seen) {
+    if (p->n_keys - first >= MAX_CHECKED_KEYS) FAIL(p);
     /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
     uint64_t h = mix_words(kw->lo, kw->hi, kw->len);
     uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
     if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
     *seen |= bit;
-    if (p->n_keys == p->cap_keys && grow_spans(&p->keys, &p->cap_keys, 64) < 0) return -1;
+    if (p->n_keys == p->cap_keys) {
+        if (grow_spans(&p->keys, &p->cap_keys, 64) < 0) return -1;
+        uint64_t *hashes = PyMem_Realloc(p->key_hashes, (size_t)p->cap_keys * sizeof(uint64_t));
+        if (!hashes) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        p->key_hashes = hashes;
+    }
+    p->key_hashes[p->n_keys] = 0;
     set_span(&p->keys[p->n_keys++], start, end, K_STR, flags);
     return 0;
 }
