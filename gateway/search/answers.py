@@ -43,16 +43,30 @@ def session_ids(items: Sequence[FoundItem]) -> list[str]:
     return sorted({sid for item in items if (sid := item.session_id)})
 
 
-def is_foreign(session_id: str, app_id: str | None, project_id: str | None,
-               foreign_scopes: AbstractSet[Scope]) -> bool:
-    """Whether an item's session is another user's. An item that does not say its app or
-    project is foreign when its session is another user's in any of them: the request's own
-    `app_id`/`project_id` never fill the gap (a caller could name any)."""
-    if app_id and project_id:
-        return (app_id, project_id, session_id) in foreign_scopes
-    return any(sid == session_id and (not app_id or app == app_id)
-               and (not project_id or project == project_id)
-               for app, project, sid in foreign_scopes)
+class ForeignScopes:
+    """Which items' sessions are another user's: by (app, project, session) for an item that
+    says its app and project, else by the session's scopes taken apart once (an answer asks for
+    each of its items: constant time each, whatever the page and its owners)."""
+
+    def __init__(self, scopes: AbstractSet[Scope]) -> None:
+        self.scopes = scopes
+        self.apps: dict[str, set[str]] = {}
+        self.projects: dict[str, set[str]] = {}
+        for app, project, session_id in scopes:
+            self.apps.setdefault(session_id, set()).add(app)
+            self.projects.setdefault(session_id, set()).add(project)
+
+    def holds(self, session_id: str, app_id: str | None, project_id: str | None) -> bool:
+        """Whether an item's session is another user's. An item that does not say its app or
+        project is foreign when its session is another user's in any of them: the request's
+        own `app_id`/`project_id` never fill the gap (a caller could name any)."""
+        if app_id and project_id:
+            return (app_id, project_id, session_id) in self.scopes
+        if app_id:
+            return app_id in self.apps.get(session_id, ())
+        if project_id:
+            return project_id in self.projects.get(session_id, ())
+        return session_id in self.apps
 
 
 async def filtered_answer(
@@ -82,10 +96,11 @@ def python_answer(
     matchers: Mapping[str, SessionMatcher],
 ) -> tuple[bytes, int]:
     """The answer's bytes and the number of attachments attached; drops items in place."""
+    others = ForeignScopes(foreign_scopes) if foreign_scopes else None
     foreign = [
         item for item in items
-        if item.session_id and foreign_scopes
-        and is_foreign(item.session_id, *item.scope("", ""), foreign_scopes)
+        if item.session_id and others is not None
+        and others.holds(item.session_id, *item.scope("", ""))
     ]
     if foreign:
         drop(items, foreign)
@@ -108,9 +123,10 @@ def scanned_answer(
     """`python_answer`'s result for a page read by the C scanner."""
     dropped = None
     if foreign_scopes:
+        others = ForeignScopes(foreign_scopes)
         dropped = {
             position for position, (session_id, app, project) in enumerate(page.scopes())
-            if session_id and is_foreign(session_id, app, project, foreign_scopes)
+            if session_id and others.holds(session_id, app, project)
         }
     native_matchers = {sid: m.native for sid, m in matchers.items() if m.native is not None}
     answer: tuple[bytes, int] = page.render(native_matchers, dropped)
