@@ -1081,3 +1081,42 @@ def test_objects_of_many_keys_are_checked_by_hash_or_left_to_the_python_path() -
     others = [key for key in keys if key != "k00003"][:62]
     body = _item_with_object(["k\\u00300003", *others, "k00003"])
     assert page_scan.scan(body, False) is None
+
+
+def _render_into(page: Any, matcher: Any, answers: list[tuple[bytes, int]]) -> None:
+    answers.append(page.render({"s1": matcher}, None))
+
+
+# Two renders of one session's matcher at once (large pages are answered in worker threads, and
+# an item's long strings are matched without the GIL): the second uses marks of its own, made
+# once for the render, not once for each of its items (a session of 100,000 names had made
+# 2.4 MB of marks an item); both answers are right, and the matcher's own marks are free after.
+@needs_scanner
+def test_a_render_beside_another_makes_its_marks_once() -> None:
+    import threading
+
+    names = [f"photo-{n:04d}.png" for n in range(100)]
+    matcher = _matchers("s1", *names)["s1"].native
+    long_page = page_scan.scan(json.dumps({"results": [
+        {"session_id": "s1", "text": "x" * (16 << 20) + " photo-0001.png"}]}).encode(), False)
+    many = page_scan.scan(json.dumps({"results": [
+        {"session_id": "s1", "text": f"see {names[n % 100]}"} for n in range(1000)]}).encode(),
+        False)
+    assert long_page is not None and many is not None
+    for _ in range(5):
+        before = matcher.spare_marks
+        answers: list[tuple[bytes, int]] = []
+        first = threading.Thread(target=_render_into, args=(long_page, matcher, answers))
+        first.start()
+        while not matcher.busy and first.is_alive():
+            pass
+        out, attached = many.render({"s1": matcher}, None)
+        first.join()
+        assert attached == 1000 and answers[0][1] == 1
+        assert [a["name"] for r in jsonio.loads(out)["results"] for a in r["attachments"]] == [
+            names[n % 100] for n in range(1000)]
+        assert not matcher.busy
+        if matcher.spare_marks > before:  # the second render ran while the first held them
+            assert matcher.spare_marks == before + 1
+            return
+    pytest.fail("the two renders never overlapped")

@@ -1130,19 +1130,36 @@ static void sort_hits(Py_ssize_t *hits, Py_ssize_t n) {
 static uint64_t render_stamp = 0;
 #define FEW_STRINGS 64 /* an item's strings, listed on the stack up to this many */
 
-/* Append the item's attachments as a JSON array; count them. -1 on a Python error. */
-int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_t *count) {
+/* The marks a render uses for `m` (with the GIL held): its own, unless another thread's render
+   holds them, then a set made for this render. -1 out of memory. */
+int hold_marks(HeldMarks *held, Matcher *m) {
+    held->m = m;
+    held->spare = (Marks){0};
+    if (!m->busy) {
+        m->busy = 1;
+        held->use = &m->own;
+        return 0;
+    }
+    if (marks_alloc(&held->spare, m->n_names, m->n_uris) < 0) return -1;
+    m->spare_marks++;
+    held->use = &held->spare;
+    return 0;
+}
+
+/* The render is done with them (with the GIL held). */
+void release_marks(HeldMarks *held) {
+    if (held->use == &held->m->own) held->m->busy = 0;
+    else marks_free(&held->spare);
+    held->use = NULL;
+}
+
+/* Append the item's attachments as a JSON array, found with `marks` (`hold_marks`); count
+   them. -1 on a Python error. */
+int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scratch,
+           Py_ssize_t *count) {
     if (!m || m->n_names == 0) return PUT_LIT(out, "[]");
-    /* the matcher's own marks, unless another thread's render holds them right now */
-    Marks mine = {0}, *marks = &m->own;
     /* the item's marks: `stamp` for probing and the uris written, `again` for the automaton */
     uint64_t stamp = ++render_stamp, again = ++render_stamp;
-    if (m->busy) {
-        if (marks_alloc(&mine, m->n_names, m->n_uris) < 0) return -1;
-        marks = &mine;
-    } else {
-        m->busy = 1;
-    }
     int status = -1;
     Py_ssize_t n_hits = 0, n_strs = item->str_count, total = 0;
     /* strings holding escapes or non-ASCII text are decoded and lower-cased with Python's
@@ -1219,8 +1236,6 @@ done:
     }
     if (texts != few_texts) PyMem_RawFree(texts);
     if (lens != few_lens) PyMem_RawFree(lens);
-    if (marks == &mine) marks_free(&mine);
-    else m->busy = 0;
     return status;
 }
 
@@ -1232,6 +1247,16 @@ static PyObject *Matcher_probing(Matcher *self, void *closure) {
 static PyObject *Matcher_handed_over(Matcher *self, void *closure) {
     (void)closure;
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->handed_over, __ATOMIC_RELAXED));
+}
+
+static PyObject *Matcher_busy(Matcher *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->busy);
+}
+
+static PyObject *Matcher_spare_marks(Matcher *self, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->spare_marks);
 }
 
 static PyObject *Matcher_build_steps(Matcher *self, void *closure) {
@@ -1253,6 +1278,9 @@ static PyGetSetDef Matcher_getset[] = {
     {"handed_over", (getter)Matcher_handed_over, NULL,
      "How many strings probing has left to the automaton so far (text that kept it busy).",
      NULL},
+    {"spare_marks", (getter)Matcher_spare_marks, NULL,
+     "Mark sets made for renders that found the matcher's own in use (one a render).", NULL},
+    {"busy", (getter)Matcher_busy, NULL, "Whether a render holds the matcher's own marks.", NULL},
     {"build_steps", (getter)Matcher_build_steps, NULL,
      "Hash table slots read while the probing table was built (a slot or two a name).", NULL},
     {NULL}};

@@ -328,8 +328,8 @@ static int put_type(Buf *out, Page *page, Item *item) {
     return buf_put(out, name, (Py_ssize_t)strlen(name));
 }
 
-static int put_result(Page *page, Item *item, Py_ssize_t index, Matcher *m, Buf *out,
-                      Buf *scratch, Py_ssize_t *count) {
+static int put_result(Page *page, Item *item, Py_ssize_t index, Matcher *m, Marks *marks,
+                      Buf *out, Buf *scratch, Py_ssize_t *count) {
     if (PUT_LIT(out, "{\"id\":") < 0) return -1;
     if (item->id.kind == K_STR) {
         if (put_span(out, page, item->id) < 0) return -1;
@@ -351,7 +351,7 @@ static int put_result(Page *page, Item *item, Py_ssize_t index, Matcher *m, Buf 
         PUT_LIT(out, ",\"session_id\":") < 0 || put_span(out, page, item->session) < 0 ||
         PUT_LIT(out, ",\"created_at\":") < 0 || put_span(out, page, item->created_at) < 0 ||
         PUT_LIT(out, ",\"raw\":") < 0 || put_span(out, page, item->raw) < 0 ||
-        PUT_LIT(out, ",\"attachments\":") < 0 || attach(page, item, m, out, scratch, count) < 0 ||
+        PUT_LIT(out, ",\"attachments\":") < 0 || attach(page, item, m, marks, out, scratch, count) < 0 ||
         PUT_LIT(out, "}") < 0)
         return -1;
     return 0;
@@ -362,6 +362,17 @@ static int cmp_container(const void *a, const void *b) {
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* What a render holds for its items, given back (with the GIL held). */
+static void render_free(Matcher **chosen, Marks **marks_of, HeldMarks *held, Py_ssize_t n_held,
+                        char *gone, Py_ssize_t *held_at) {
+    for (Py_ssize_t k = 0; k < n_held; k++) release_marks(&held[k]);
+    PyMem_Free(chosen);
+    PyMem_Free(marks_of);
+    PyMem_Free(held);
+    PyMem_Free(gone);
+    PyMem_Free(held_at);
+}
+
 static PyObject *Page_render(Page *self, PyObject *args) {
     PyObject *matchers, *dropped;
     if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &matchers, &dropped)) return NULL;
@@ -370,14 +381,22 @@ static PyObject *Page_render(Page *self, PyObject *args) {
         return NULL;
     }
     Buf out = {0}, scratch = {0};
-    Py_ssize_t count = 0, kept = 0;
-    /* per item: its matcher, and whether it is dropped */
-    Matcher **chosen = PyMem_Calloc((size_t)(self->n_items ? self->n_items : 1), sizeof(Matcher *));
-    char *gone = PyMem_Calloc((size_t)(self->n_items ? self->n_items : 1), 1);
-    if (!chosen || !gone) {
+    Py_ssize_t count = 0, kept = 0, n_held = 0;
+    size_t n = (size_t)(self->n_items ? self->n_items : 1);
+    /* per item: its matcher, its marks, and whether it is dropped; per matcher, the marks this
+       render holds (`hold_marks`), found by the matcher's address in the table `held_at` */
+    size_t mask = 1;
+    while (mask + 1 < 2 * n) mask = mask << 1 | 1;
+    Matcher **chosen = PyMem_Calloc(n, sizeof(Matcher *));
+    Marks **marks_of = PyMem_Calloc(n, sizeof(Marks *));
+    HeldMarks *held = PyMem_Calloc(n, sizeof(HeldMarks));
+    char *gone = PyMem_Calloc(n, 1);
+    Py_ssize_t *held_at = PyMem_Malloc((mask + 1) * sizeof(Py_ssize_t));
+    if (!chosen || !marks_of || !held || !gone || !held_at) {
         PyErr_NoMemory();
         goto error;
     }
+    memset(held_at, 0xff, (mask + 1) * sizeof(Py_ssize_t)); /* -1: empty */
     for (Py_ssize_t k = 0; k < self->n_selected; k++) {
         Item *item = &self->items[self->selected[k]];
         if (dropped != Py_None) {
@@ -396,6 +415,17 @@ static PyObject *Page_render(Page *self, PyObject *args) {
                 goto error;
             }
             chosen[self->selected[k]] = (Matcher *)m;
+            if (m) {
+                /* the matcher's place in `held`, by its address */
+                size_t slot = (size_t)(((uintptr_t)m >> 4) * 0x9E3779B97F4A7C15ULL >> 32) & mask;
+                while (held_at[slot] >= 0 && held[held_at[slot]].m != (Matcher *)m)
+                    slot = (slot + 1) & mask;
+                if (held_at[slot] < 0) {
+                    if (hold_marks(&held[n_held], (Matcher *)m) < 0) goto error;
+                    held_at[slot] = n_held++;
+                }
+                marks_of[self->selected[k]] = held[held_at[slot]].use;
+            }
         }
     }
     Py_ssize_t size = PyBytes_GET_SIZE(self->body);
@@ -407,7 +437,8 @@ static PyObject *Page_render(Page *self, PyObject *args) {
             Py_ssize_t at = self->selected[k];
             if (gone[at]) continue;
             if ((kept && PUT_LIT(&out, ",") < 0) ||
-                put_result(self, &self->items[at], kept, chosen[at], &out, &scratch, &count) < 0)
+                put_result(self, &self->items[at], kept, chosen[at], marks_of[at], &out, &scratch,
+                           &count) < 0)
                 goto error;
             kept++;
         }
@@ -442,7 +473,7 @@ static PyObject *Page_render(Page *self, PyObject *args) {
                 if (buf_put(&out, self->s + item->raw.start, item->raw.end - 1 - item->raw.start) < 0 ||
                     (item->members && PUT_LIT(&out, ",") < 0) ||
                     PUT_LIT(&out, "\"attachments\":") < 0 ||
-                    attach(self, item, chosen[at], &out, &scratch, &count) < 0 ||
+                    attach(self, item, chosen[at], marks_of[at], &out, &scratch, &count) < 0 ||
                     PUT_LIT(&out, "}") < 0)
                     goto error;
             }
@@ -451,15 +482,13 @@ static PyObject *Page_render(Page *self, PyObject *args) {
         }
         if (buf_put(&out, self->s + copied, PyBytes_GET_SIZE(self->body) - copied) < 0) goto error;
     }
-    PyMem_Free(chosen);
-    PyMem_Free(gone);
+    render_free(chosen, marks_of, held, n_held, gone, held_at);
     buf_free(&scratch);
     PyObject *bytes = buf_take(&out);
     if (!bytes) return NULL;
     return Py_BuildValue("(Nn)", bytes, count);
 error:
-    PyMem_Free(chosen);
-    PyMem_Free(gone);
+    render_free(chosen, marks_of, held, n_held, gone, held_at);
     buf_free(&scratch);
     buf_free(&out);
     return NULL;

@@ -257,6 +257,7 @@ typedef struct {
     uint8_t len_count[256];
     Marks own;             /* marks used by one render at a time */
     int busy;              /* `own` is in use (set and read with the GIL held) */
+    uint64_t spare_marks;  /* mark sets made for renders that found `own` in use */
 } Matcher;
 
 extern PyTypeObject PageType, MatcherType;
@@ -427,6 +428,17 @@ PyObject *scan(PyObject *module, PyObject *args);
 PyObject *decode_str(const unsigned char *s, Span sp, Buf *scratch);
 
 /* matcher.c: the item's attachments as a JSON array appended to `out`, counted */
-int attach(Page *page, Item *item, Matcher *m, Buf *out, Buf *scratch, Py_ssize_t *count);
+int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scratch,
+           Py_ssize_t *count);
+
+/* A render's marks for one matcher: the matcher's own, held for the whole render, or a set of
+   its own while another thread's render holds those (made once a render, not once an item). */
+typedef struct {
+    Matcher *m;
+    Marks spare;
+    Marks *use;
+} HeldMarks;
+int hold_marks(HeldMarks *held, Matcher *m);
+void release_marks(HeldMarks *held);
 
 #endif
