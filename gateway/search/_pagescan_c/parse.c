@@ -48,10 +48,11 @@ static Item *new_item(Parser *p) {
    checked: a repeated key leaves the page to the Python path. A 64-bit filter on each key's hash
    (of its decoded bytes alone, `KeyWords`) keeps the common case to one test; only a filter hit
    compares the key with the object's others, by a seeded hash of their decoded bytes (each
-   key's made once, when first needed) and by their bytes where the hashes agree. An object of
-   more than MAX_CHECKED_KEYS keys is left to the Python path too: past a few dozen keys the
-   filter hits on every key, and the comparisons would grow as the square of the keys (an
-   object of 40,000 escaped keys took ten seconds). */
+   key's made once, when first needed) and by their bytes where the hashes agree. Past
+   MAX_CHECKED_KEYS keys the filter hits on every key and those comparisons would grow as the
+   square of the keys (an object of 40,000 escaped keys took ten seconds): the keys after them
+   are only noted, and once the object ends all its keys' hashes are sorted and the keys of
+   equal hashes compared (`large_object_repeats`). */
 #define MAX_CHECKED_KEYS 64
 
 /* A key's hash for `repeated_key`: of the bytes it decodes to. -1 on a Python error. */
@@ -67,6 +68,59 @@ static int key_hash(Parser *p, Py_ssize_t k) {
     }
     p->key_hashes[k] = bytes_hash(bytes, len) | 1;
     return 0;
+}
+
+/* Whether keys j and k decode to the same bytes (`scratch` and `scratch2` are overwritten). -1
+   on a Python error. */
+static int same_key(Parser *p, Py_ssize_t j, Py_ssize_t k) {
+    Span a = p->keys[j], b = p->keys[k];
+    if (!((a.flags | b.flags) & F_ESC))
+        return a.end - a.start == b.end - b.start &&
+               memcmp(p->s + a.start, p->s + b.start, (size_t)(a.end - a.start)) == 0;
+    if (unescape(p->s, a, &p->scratch) < 0 || unescape(p->s, b, &p->scratch2) < 0) return -1;
+    return p->scratch.len == p->scratch2.len &&
+           (p->scratch.len == 0 ||
+            memcmp(p->scratch.data, p->scratch2.data, (size_t)p->scratch.len) == 0);
+}
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t key;
+} KeyAt;
+
+static int by_hash(const void *a, const void *b) {
+    uint64_t x = ((const KeyAt *)a)->hash, y = ((const KeyAt *)b)->hash;
+    return x < y ? -1 : x > y;
+}
+
+/* An object of more than MAX_CHECKED_KEYS keys, at its end: any key repeated, found by sorting
+   the keys' hashes (n log n, whatever the keys). */
+__attribute__((noinline, cold)) static int large_object_repeats(Parser *p, Py_ssize_t first) {
+    Py_ssize_t n = p->n_keys - first;
+    KeyAt *order = PyMem_Malloc((size_t)n * sizeof(KeyAt));
+    if (!order) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int status = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (key_hash(p, first + k) < 0) goto done;
+        order[k] = (KeyAt){p->key_hashes[first + k], first + k};
+    }
+    qsort(order, (size_t)n, sizeof(KeyAt), by_hash);
+    for (Py_ssize_t k = 1; k < n; k++) /* a run of one hash: every pair of it (runs are short) */
+        for (Py_ssize_t j = k - 1; j >= 0 && order[j].hash == order[k].hash; j--) {
+            int same = same_key(p, order[j].key, order[k].key);
+            if (same < 0) goto done;
+            if (same) {
+                p->bail = 1;
+                goto done;
+            }
+        }
+    status = 0;
+done:
+    PyMem_Free(order);
+    return status;
 }
 
 static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t first) {
@@ -93,14 +147,15 @@ static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t
     return 0;
 }
 
-static inline int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
+static inline __attribute__((always_inline)) int note_key(Parser *p, Py_ssize_t start, Py_ssize_t end, int flags,
                            const KeyWords *kw, Py_ssize_t first, uint64_t *seen) {
-    if (p->n_keys - first >= MAX_CHECKED_KEYS) FAIL(p);
-    /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
-    uint64_t h = mix_words(kw->lo, kw->hi, kw->len);
-    uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
-    if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
-    *seen |= bit;
+    if (p->n_keys - first < MAX_CHECKED_KEYS) {
+        /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
+        uint64_t h = mix_words(kw->lo, kw->hi, kw->len);
+        uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
+        if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
+        *seen |= bit;
+    } /* past them, the whole object's keys are checked at its end */
     if (p->n_keys == p->cap_keys) {
         if (grow_spans(&p->keys, &p->cap_keys, 64) < 0) return -1;
         uint64_t *hashes = PyMem_Realloc(p->key_hashes, (size_t)p->cap_keys * sizeof(uint64_t));
@@ -182,6 +237,8 @@ static int parse_object(Parser *p, int collect, Span *out, int *members) {
         more = next_member(p, '}');
     }
     if (more < 0) return -1;
+    if (p->n_keys - first_key > MAX_CHECKED_KEYS && large_object_repeats(p, first_key) < 0)
+        return -1;
     p->n_keys = first_key;
     out->start = start;
     out->end = p->i;
@@ -330,6 +387,8 @@ static int parse_fields(Parser *p, Span *spans, uint32_t *set, uint32_t wanted, 
     }
     p->depth--;
     p->i = i;
+    if (p->n_keys - first_key > MAX_CHECKED_KEYS && large_object_repeats(p, first_key) < 0)
+        return -1;
     p->n_keys = first_key;
     *set |= found;
     *members = count;
