@@ -222,49 +222,12 @@ static inline uint32_t probe_slot(uint64_t h, uint32_t mask) {
     return (uint32_t)(((h ^ hash_seed) * 0x9E3779B97F4A7C15ULL) >> 32) & mask;
 }
 
-static int by_name_bytes(const void *a, const void *b) {
-    const NameBytes *x = *(const NameBytes *const *)a, *y = *(const NameBytes *const *)b;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    int order = memcmp(x->bytes, y->bytes, (size_t)x->len);
-    if (order) return order;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* Which names repeat the bytes of one before them in `names`' order (1 each), or NULL when none
-   does; -1 in `*failed` out of memory. Names in rising order of their bytes (the gateway's own,
-   sorted) are told apart in one pass; others are sorted by their bytes first. */
-static uint8_t *repeated_names(const NameBytes *names, Py_ssize_t n, int *failed) {
-    *failed = 0;
-    int rising = 1;
-    for (Py_ssize_t k = 1; k < n && rising; k++) {
-        Py_ssize_t a = names[k - 1].len, b = names[k].len;
-        int order = memcmp(names[k - 1].bytes, names[k].bytes, (size_t)(a < b ? a : b));
-        rising = order < 0 || (order == 0 && a < b);
-    }
-    if (rising) return NULL;
-    const NameBytes **sorted = PyMem_RawMalloc((size_t)n * sizeof(*sorted));
-    uint8_t *repeated = PyMem_RawCalloc((size_t)n, 1);
-    if (!sorted || !repeated) {
-        PyMem_RawFree(sorted);
-        PyMem_RawFree(repeated);
-        *failed = 1;
-        return NULL;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) sorted[k] = &names[k];
-    qsort(sorted, (size_t)n, sizeof(*sorted), by_name_bytes);
-    for (Py_ssize_t k = 1; k < n; k++)
-        if (sorted[k]->len == sorted[k - 1]->len &&
-            memcmp(sorted[k]->bytes, sorted[k - 1]->bytes, (size_t)sorted[k]->len) == 0)
-            repeated[sorted[k] - names] = 1; /* the first of them in `names` sorts first */
-    PyMem_RawFree(sorted);
-    return repeated;
-}
-
 /* The hash table of the names and their lengths by first byte, for `probe_names`; nothing
    (and `probe` unset) when the lead filter is not there or some first byte has names of too
-   many lengths. Names equal as bytes are one name, the first in `names`' order (as the
-   automaton keeps the first). Names of one hash and length share a slot, chained from it, so
-   the build reads a slot or two a name whatever the names (`build_steps`). -1 out of memory. */
+   many lengths. `names` are sorted by `by_bytes` (`build` sorts them): names equal as bytes are
+   next to each other, the first given first, and are one name, that one (as the automaton keeps
+   it). Names of one hash and length share a slot, chained from it, so the build reads a slot or
+   two a name whatever the names (`build_steps`). -1 out of memory. */
 static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     m->probe = 0;
     if (!m->leads || n == 0 || !__builtin_cpu_supports("avx2")) return 0;
@@ -282,9 +245,6 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         held[j] = len;
         counts[b]++;
     }
-    int failed;
-    uint8_t *repeated = repeated_names(names, n, &failed);
-    if (failed) return -1;
     Py_ssize_t *lens = PyMem_RawMalloc(256 * PROBE_LENGTHS * sizeof(Py_ssize_t));
     uint32_t size = 2;
     while (size < 2 * (uint64_t)n) size <<= 1;
@@ -292,7 +252,6 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     m->chained = PyMem_RawMalloc((size_t)n * sizeof(ProbeLink));
     m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
     if (!lens || !m->slots || !m->chained || !m->name_bytes) {
-        PyMem_RawFree(repeated);
         PyMem_RawFree(lens);
         PyMem_RawFree(m->slots);
         PyMem_RawFree(m->chained);
@@ -316,9 +275,10 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     int32_t n_chained = 0;
     uint64_t steps = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (repeated && repeated[k]) continue;
         const unsigned char *bytes = names[k].bytes;
         Py_ssize_t len = names[k].len;
+        if (k > 0 && names[k - 1].len == len && memcmp(names[k - 1].bytes, bytes, (size_t)len) == 0)
+            continue; /* the same bytes as the name before it */
         uint64_t h = probe_hash(bytes, len, 0);
         memcpy(m->name_bytes + off, bytes, (size_t)len);
         for (uint32_t slot = probe_slot(h, m->probe_mask);; slot = (slot + 1) & m->probe_mask) {
@@ -336,7 +296,6 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         }
         off += len;
     }
-    PyMem_RawFree(repeated);
     m->build_steps = steps;
     m->lens = lens;
     m->probe = 1;
@@ -399,7 +358,8 @@ static int by_bytes(const void *a, const void *b) {
     Py_ssize_t n = x->len < y->len ? x->len : y->len;
     int order = memcmp(x->bytes, y->bytes, (size_t)n);
     if (order) return order;
-    return x->len < y->len ? -1 : x->len > y->len;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index; /* names given twice: the first first */
 }
 
 /* The pair rows, when the names use few classes; -1 out of memory. */

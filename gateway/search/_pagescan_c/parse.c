@@ -55,32 +55,44 @@ static Item *new_item(Parser *p) {
    equal hashes compared (`large_object_repeats`). */
 #define MAX_CHECKED_KEYS 64
 
+/* The bytes a key decodes to: the page's own, or decoded into `into`. -1 on a Python error. */
+static int key_bytes(Parser *p, Span key, Buf *into, const unsigned char **bytes,
+                     Py_ssize_t *len) {
+    *bytes = p->s + key.start;
+    *len = key.end - key.start;
+    if (!(key.flags & F_ESC)) return 0;
+    if (unescape(p->s, key, into) < 0) return -1;
+    *bytes = (const unsigned char *)into->data;
+    *len = into->len;
+    return 0;
+}
+
 /* A key's hash for `repeated_key`: of the bytes it decodes to. -1 on a Python error. */
 static int key_hash(Parser *p, Py_ssize_t k) {
     if (p->key_hashes[k]) return 0;
-    Span key = p->keys[k];
-    const unsigned char *bytes = p->s + key.start;
-    Py_ssize_t len = key.end - key.start;
-    if (key.flags & F_ESC) {
-        if (unescape(p->s, key, &p->scratch2) < 0) return -1;
-        bytes = (const unsigned char *)p->scratch2.data;
-        len = p->scratch2.len;
-    }
+    const unsigned char *bytes;
+    Py_ssize_t len;
+    if (key_bytes(p, p->keys[k], &p->scratch2, &bytes, &len) < 0) return -1;
     p->key_hashes[k] = bytes_hash(bytes, len) | 1;
     return 0;
+}
+
+/* Whether `key` decodes to the `len` bytes at `text` (`scratch2` is overwritten). -1 on a
+   Python error. */
+static int key_is(Parser *p, Span key, const unsigned char *text, Py_ssize_t len) {
+    const unsigned char *bytes;
+    Py_ssize_t n;
+    if (key_bytes(p, key, &p->scratch2, &bytes, &n) < 0) return -1;
+    return n == len && (len == 0 || memcmp(bytes, text, (size_t)len) == 0);
 }
 
 /* Whether keys j and k decode to the same bytes (`scratch` and `scratch2` are overwritten). -1
    on a Python error. */
 static int same_key(Parser *p, Py_ssize_t j, Py_ssize_t k) {
-    Span a = p->keys[j], b = p->keys[k];
-    if (!((a.flags | b.flags) & F_ESC))
-        return a.end - a.start == b.end - b.start &&
-               memcmp(p->s + a.start, p->s + b.start, (size_t)(a.end - a.start)) == 0;
-    if (unescape(p->s, a, &p->scratch) < 0 || unescape(p->s, b, &p->scratch2) < 0) return -1;
-    return p->scratch.len == p->scratch2.len &&
-           (p->scratch.len == 0 ||
-            memcmp(p->scratch.data, p->scratch2.data, (size_t)p->scratch.len) == 0);
+    const unsigned char *bytes;
+    Py_ssize_t len;
+    if (key_bytes(p, p->keys[j], &p->scratch, &bytes, &len) < 0) return -1;
+    return key_is(p, p->keys[k], bytes, len);
 }
 
 typedef struct {
@@ -123,26 +135,16 @@ done:
     return status;
 }
 
-static int repeated_key(Parser *p, int key_flags, const KeyWords *kw, Py_ssize_t first) {
-    const unsigned char *text = kw->text;
-    Py_ssize_t len = kw->len;
-    uint64_t mine = bytes_hash(text, len) | 1;
+/* A filter hit: whether the key (its decoded bytes in `kw`; `scratch` when it has escapes) is
+   one of the object's keys before it (then bail). */
+static int repeated_key(Parser *p, const KeyWords *kw, Py_ssize_t first) {
+    uint64_t mine = bytes_hash(kw->text, kw->len) | 1;
     for (Py_ssize_t k = first; k < p->n_keys; k++) {
         if (key_hash(p, k) < 0) return -1;
         if (p->key_hashes[k] != mine) continue;
-        Span other = p->keys[k];
-        if (!((key_flags | other.flags) & F_ESC)) {
-            if (other.end - other.start == len &&
-                memcmp(p->s + other.start, text, (size_t)len) == 0)
-                FAIL(p);
-            continue;
-        }
-        /* escapes on either side: compare what they decode to (the key's own decoded
-           bytes stay in `scratch`; the other key is decoded into `scratch2`) */
-        if (unescape(p->s, other, &p->scratch2) < 0) return -1;
-        if (p->scratch2.len == len &&
-            (len == 0 || memcmp(p->scratch2.data, text, (size_t)len) == 0))
-            FAIL(p);
+        int same = key_is(p, p->keys[k], kw->text, kw->len);
+        if (same < 0) return -1;
+        if (same) FAIL(p);
     }
     return 0;
 }
@@ -153,7 +155,7 @@ static inline __attribute__((always_inline)) int note_key(Parser *p, Py_ssize_t 
         /* two bits of the hash's top twelve: a false hit is rare while an object has few keys */
         uint64_t h = mix_words(kw->lo, kw->hi, kw->len);
         uint64_t bit = 1ULL << (h >> 58) | 1ULL << (h >> 52 & 63);
-        if ((*seen & bit) == bit && repeated_key(p, flags, kw, first) < 0) return -1;
+        if ((*seen & bit) == bit && repeated_key(p, kw, first) < 0) return -1;
         *seen |= bit;
     } /* past them, the whole object's keys are checked at its end */
     if (p->n_keys == p->cap_keys) {
