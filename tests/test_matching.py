@@ -470,6 +470,29 @@ def test_a_name_is_found_at_every_place_in_strings_of_every_length() -> None:
                     names, lead, probe)
 
 
+# The probe hash reads each byte with its 0x20 bit set, so text hashes as the lower-cased name
+# it spells without being lower-cased first; bytes that differ only in that bit are alike to the
+# hash ("_" and DEL, "[" and "{", "@" and "`", ...) and told apart by comparing the bytes, in
+# whatever case the text spells the letters. Names that hash alike share a slot or follow one
+# another; either way each is found only where its own bytes are.
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_names_the_probe_hash_reads_alike_are_told_apart(ensure_ascii: bool) -> None:
+    if not page_scan.AVAILABLE:
+        return
+    pairs = [("report[1].pdf", "report{1}.pdf"), ("a_b.png", "a\x7fb.png"),
+             ("x@y.jpg", "x`y.jpg"), ("scan^2.png", "scan~2.png"),
+             ("dir\\photo-01.png", "dir|photo-01.png"), ("[receipt].pdf", "{receipt}.pdf")]
+    names = sorted(name for pair in pairs for name in pair)
+    if _has_avx2():
+        assert _native_matcher(names).probing
+    for first, second in pairs:
+        for text in (first, first.upper(), f"see {first.upper()} and not the other",
+                     second, second.upper(), f"{first}, {second.upper()}"):
+            expected = _naive(names, [text, "s1"])
+            assert expected, text
+            assert _scanned_names(names, [text], ensure_ascii) == expected, text
+
+
 def _one_hash(count: int) -> list[str]:
     """`count` names of 48 bytes that differ only outside the bytes a name's probe hash reads
     (its first, middle and last eight): all of one hash and length."""

@@ -70,6 +70,7 @@ static void Matcher_dealloc(Matcher *self) {
     PyMem_RawFree(self->into);
     PyMem_RawFree(self->runs);
     PyMem_RawFree(self->slots);
+    PyMem_RawFree(self->slot_more);
     PyMem_RawFree(self->chained);
     PyMem_RawFree(self->name_bytes);
     PyMem_RawFree(self->lens);
@@ -200,17 +201,29 @@ static void lead_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
 /* Probing: used when the names starting with any one byte come in at most this many lengths */
 #define PROBE_LENGTHS 6
 
-/* A name's hash for the probes: `name_hash` (its length, first and last eight bytes) and,
-   beyond sixteen bytes, the eight in its middle, where names that share their start and
-   extension tend to differ ("Screenshot 2026-11-25 at 10.02.02.png"). Names of one hash are
-   told apart by their bytes. */
-static inline uint64_t probe_hash(const unsigned char *s, Py_ssize_t n, int fold) {
-    uint64_t h = name_hash(s, n, fold);
+/* Every byte with its 0x20 bit set: ASCII letters of either case alike, and a name's bytes
+   (lower-cased) alike with any text that lower-cases to them, without lower-casing the text. */
+#define CASE_BITS 0x2020202020202020ULL
+
+/* A name's hash for the probes, of its length, first and last eight bytes and, beyond sixteen
+   bytes, the eight in its middle, where names that share their start and extension tend to
+   differ ("Screenshot 2026-11-25 at 10.02.02.png"); each byte read with `CASE_BITS` set, so text
+   hashes as the name it lower-cases to (and a few bytes alike, '_' and DEL, '@' and '`':
+   names of one hash are told apart by their bytes). */
+static inline uint64_t probe_hash(const unsigned char *s, Py_ssize_t n) {
+    uint64_t a = 0, b;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else {
+        for (Py_ssize_t k = 0; k < n; k++) a = a << 8 | s[k];
+        b = a;
+    }
+    uint64_t h = mix_words(a | CASE_BITS, b | CASE_BITS, n);
     if (n > 16) {
         uint64_t mid;
         memcpy(&mid, s + n / 2 - 4, 8);
-        if (fold) mid = lower_word(mid);
-        h ^= (mid + h) * 0xFF51AFD7ED558CCDULL;
+        h ^= ((mid | CASE_BITS) + h) * 0xFF51AFD7ED558CCDULL;
     }
     return h;
 }
@@ -226,7 +239,7 @@ static inline uint32_t probe_slot(uint64_t h, uint32_t mask) {
    (and `probe` unset) when the lead filter is not there or some first byte has names of too
    many lengths. `names` are sorted by `by_bytes` (`build` sorts them): names equal as bytes are
    next to each other, the first given first, and are one name, that one (as the automaton keeps
-   it). Names of one hash and length share a slot, chained from it, so the build reads a slot or
+   it). Names of one tag and length share a slot, chained from it, so the build reads a slot or
    two a name whatever the names (`build_steps`). -1 out of memory. */
 static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     m->probe = 0;
@@ -249,14 +262,17 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     uint32_t size = 2;
     while (size < 2 * (uint64_t)n) size <<= 1;
     m->slots = PyMem_RawMalloc((size_t)size * sizeof(ProbeSlot));
+    m->slot_more = PyMem_RawMalloc((size_t)size * sizeof(int32_t));
     m->chained = PyMem_RawMalloc((size_t)n * sizeof(ProbeLink));
     m->name_bytes = PyMem_RawMalloc((size_t)total + 8);
-    if (!lens || !m->slots || !m->chained || !m->name_bytes) {
+    if (!lens || !m->slots || !m->slot_more || !m->chained || !m->name_bytes) {
         PyMem_RawFree(lens);
         PyMem_RawFree(m->slots);
+        PyMem_RawFree(m->slot_more);
         PyMem_RawFree(m->chained);
         PyMem_RawFree(m->name_bytes);
         m->slots = NULL;
+        m->slot_more = NULL;
         m->chained = NULL;
         m->name_bytes = NULL;
         return -1;
@@ -279,18 +295,22 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
         Py_ssize_t len = names[k].len;
         if (k > 0 && names[k - 1].len == len && memcmp(names[k - 1].bytes, bytes, (size_t)len) == 0)
             continue; /* the same bytes as the name before it */
-        uint64_t h = probe_hash(bytes, len, 0);
+        uint64_t h = probe_hash(bytes, len);
         memcpy(m->name_bytes + off, bytes, (size_t)len);
         for (uint32_t slot = probe_slot(h, m->probe_mask);; slot = (slot + 1) & m->probe_mask) {
             ProbeSlot *held = &m->slots[slot];
             steps++;
             if (held->name < 0) {
-                *held = (ProbeSlot){h, off, len, names[k].index, -1};
+                *held = (ProbeSlot){(uint32_t)h, (uint32_t)len, (uint32_t)off,
+                                    (int32_t)names[k].index};
+                m->slot_more[slot] = -1;
                 break;
             }
-            if (held->hash == h && held->len == len) { /* names differ: chained from this one */
-                m->chained[n_chained] = (ProbeLink){off, names[k].index, held->more};
-                held->more = n_chained++;
+            if (held->tag == (uint32_t)h && (held->len & ~SLOT_CHAINED) == (uint32_t)len) {
+                /* names differ: chained from this one */
+                m->chained[n_chained] = (ProbeLink){off, names[k].index, m->slot_more[slot]};
+                m->slot_more[slot] = n_chained++;
+                held->len |= SLOT_CHAINED;
                 break;
             }
         }
@@ -727,7 +747,7 @@ static inline Py_ssize_t common_prefix(const unsigned char *text, const unsigned
         uint64_t a, b;
         memcpy(&a, text + k, 8);
         memcpy(&b, name + k, 8);
-        if (fold) {
+        if (fold && a != b) { /* text as the name is, as a rule: lower-cased only if not */
             if (a & HIGHS) break;
             a = lower_word(a);
         }
@@ -933,15 +953,55 @@ static inline __m256i wide_buckets_at(const unsigned char *at, __m256i lo, __m25
 
 #define WIDE_BLOCK (32 + LEAD_BYTES - 1)
 
+/* One position's nibble tables for each of the lead filter's bytes, in both halves. */
+typedef struct {
+    __m256i lo[LEAD_BYTES], hi[LEAD_BYTES];
+} LeadVectors;
+
+__attribute__((target("avx2")))
+static inline LeadVectors lead_vectors(const uint8_t (*leads)[2][16]) {
+    LeadVectors v;
+    for (int at = 0; at < LEAD_BYTES; at++) {
+        v.lo[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][0]));
+        v.hi[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][1]));
+    }
+    return v;
+}
+
 /* The places among the 32 from `at` where a name may start, by the lead filter: a bit each. */
 __attribute__((target("avx2")))
-static inline unsigned wide_places(const unsigned char *at, const __m256i *wlo,
-                                   const __m256i *whi) {
+static inline unsigned wide_places(const unsigned char *at, const LeadVectors *v) {
     __m256i all = _mm256_and_si256(
-        _mm256_and_si256(wide_buckets_at(at, wlo[0], whi[0]),
-                         wide_buckets_at(at + 1, wlo[1], whi[1])),
-        wide_buckets_at(at + 2, wlo[2], whi[2]));
+        _mm256_and_si256(wide_buckets_at(at, v->lo[0], v->hi[0]),
+                         wide_buckets_at(at + 1, v->lo[1], v->hi[1])),
+        wide_buckets_at(at + 2, v->lo[2], v->hi[2]));
     return ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(all, _mm256_setzero_si256()));
+}
+
+/* The first block of 32 places, from `base` on in steps of 32 up to `full`, where the filter
+   lets a place through: its places in `found` and its first place returned; else the first
+   block past `full`. Ordinary text is mostly such blocks, so this loop holds only the filter
+   (its tables in registers) and reads two blocks a step. */
+__attribute__((target("avx2"), noinline))
+static Py_ssize_t next_places(const unsigned char *text, Py_ssize_t base, Py_ssize_t full,
+                              const LeadVectors *tables, unsigned *found) {
+    const LeadVectors v = *tables;
+    for (; base + 32 <= full; base += 64) {
+        unsigned a = wide_places(text + base, &v), b = wide_places(text + base + 32, &v);
+        if (a | b) {
+            *found = a ? a : b;
+            return a ? base : base + 32;
+        }
+    }
+    if (base <= full) {
+        unsigned a = wide_places(text + base, &v);
+        if (a) {
+            *found = a;
+            return base;
+        }
+        base += 32;
+    }
+    return base;
 }
 
 /* Mark the names occurring in text[0:len], as `find_names`, by probing: at each place the lead
@@ -961,11 +1021,7 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
                               int fold, Marks *marks, uint64_t stamp, uint64_t again,
                               Py_ssize_t n_hits) {
     const uint8_t (*leads)[2][16] = m->lead[fold];
-    __m256i wlo[LEAD_BYTES], whi[LEAD_BYTES];
-    for (int at = 0; at < LEAD_BYTES; at++) {
-        wlo[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][0]));
-        whi[at] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)leads[at][1]));
-    }
+    const LeadVectors v = lead_vectors(leads);
     const ProbeSlot *slots = m->slots;
     const uint32_t mask = m->probe_mask;
     /* past `end` no name fits in what is left; from `last` on the filter cannot read three
@@ -978,12 +1034,16 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
     for (Py_ssize_t base = 0; base <= end; base += 32) {
         unsigned places;
         if (base <= full) {
-            places = wide_places(text + base, wlo, whi);
+            base = next_places(text, base, full, &v, &places);
+            if (base > full) { /* no place in the full blocks: the last ones, if any */
+                base -= 32;
+                continue;
+            }
         } else {
             places = 0;
             if (len >= WIDE_BLOCK) { /* inside the string: the last block ends at its end */
                 Py_ssize_t from = base + WIDE_BLOCK <= len ? base : len - WIDE_BLOCK;
-                if (base - from < 32) places = wide_places(text + from, wlo, whi) >> (base - from);
+                if (base - from < 32) places = wide_places(text + from, &v) >> (base - from);
             } else { /* a string shorter than a block */
                 for (Py_ssize_t i = base; i < last && i <= end; i++)
                     if (may_start(leads, text[i], text[i + 1], text[i + 2]))
@@ -1001,19 +1061,20 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
             const Py_ssize_t *lens = m->lens + m->len_first[b];
             for (int k = 0, count = m->len_count[b]; k < count && lens[k] <= len - i; k++) {
                 Py_ssize_t n = lens[k];
-                uint64_t h = probe_hash(text + i, n, fold);
+                uint64_t h = probe_hash(text + i, n);
                 /* a probe counts one, not the run of held slots it reads to its own: the
                    slots are seeded, so runs are short whatever the names and the text */
                 work++;
                 for (uint32_t at = probe_slot(h, mask);; at = (at + 1) & mask) {
                     const ProbeSlot *slot = &slots[at];
                     if (slot->name < 0) break;
-                    if (slot->hash != h || slot->len != n) continue;
-                    /* the one slot of this hash and length: its names in turn, but those found
+                    if (slot->tag != (uint32_t)h || (slot->len & ~SLOT_CHAINED) != (uint32_t)n)
+                        continue;
+                    /* the one slot of this tag and length: its names in turn, but those found
                        already in the item, by a probe or by the automaton (whose marks stay its
                        own), until one is these bytes */
                     Py_ssize_t name = slot->name, off = slot->off;
-                    for (int32_t more = slot->more;;) {
+                    for (int32_t more = slot->len & SLOT_CHAINED ? m->slot_more[at] : -1;;) {
                         uint64_t held = marks->names[name];
                         if (held != stamp && held != again) {
                             if (common_prefix(text + i, m->name_bytes + off, n, len - i, fold) ==

@@ -186,16 +186,19 @@ typedef struct {
     uint8_t first_cls;  /* the class of its first child (the next state) */
 } State;
 
-/* A slot of the names' hash table (matcher.c `probe_names`): a name's hash, its bytes and index
-   (-1: an empty slot), and the other names of that hash and length, chained from it. */
+/* A slot of the names' hash table (matcher.c `probe_names`), sixteen bytes so that a session's
+   table stays in few cache lines: a name's tag (its hash's low 32 bits), length, bytes and
+   index (-1: an empty slot). Other names of that tag and length are chained from the slot
+   (`SLOT_CHAINED` set in `len`; the chain's first in Matcher.slot_more). */
 typedef struct {
-    uint64_t hash;
-    Py_ssize_t off, len; /* in Matcher.name_bytes */
-    Py_ssize_t name;
-    int32_t more; /* the first other name of this hash and length in Matcher.chained, -1 none */
+    uint32_t tag;
+    uint32_t len; /* the name's length, with SLOT_CHAINED */
+    uint32_t off; /* in Matcher.name_bytes */
+    int32_t name;
 } ProbeSlot;
+#define SLOT_CHAINED 0x80000000u
 
-/* A name chained from its hash and length's slot: its bytes, index and the next such name. */
+/* A name chained from its tag and length's slot: its bytes, index and the next such name. */
 typedef struct {
     Py_ssize_t off, name;
     int32_t next; /* -1: the chain's last */
@@ -249,7 +252,8 @@ typedef struct {
     uint64_t tried;        /* strings matched, probed or not (the same) */
     uint32_t probe_mask;   /* the table's slots - 1 (a power of two) */
     ProbeSlot *slots;
-    ProbeLink *chained;    /* names of a hash and length another name's slot holds */
+    int32_t *slot_more;    /* by slot: the first name chained from it, in `chained` */
+    ProbeLink *chained;    /* names of a tag and length another name's slot holds */
     uint64_t build_steps;  /* table slots read and names compared while the table was built */
     unsigned char *name_bytes; /* the names' bytes, one after another, and 8 spare */
     Py_ssize_t *lens;      /* by first byte: the lengths of its names, rising */
@@ -313,23 +317,6 @@ static inline uint64_t bytes_hash(const unsigned char *s, Py_ssize_t n) {
         h ^= h >> 29;
     }
     return h * 0x9E3779B97F4A7C15ULL;
-}
-
-/* A name's hash: its length, first and last eight bytes. `fold`: lower-case ASCII text first. */
-static inline uint64_t name_hash(const unsigned char *s, Py_ssize_t n, int fold) {
-    uint64_t a = 0, b;
-    if (n >= 8) {
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-    } else {
-        for (Py_ssize_t k = 0; k < n; k++) a = a << 8 | s[k];
-        b = a;
-    }
-    if (fold) {
-        a = lower_word(a);
-        b = lower_word(b);
-    }
-    return mix_words(a, b, n); /* the table slot is taken from its high bits */
 }
 
 /* lex.c: JSON tokens. -1 with p->bail set leaves the page to Python; -1 alone is a Python error */
