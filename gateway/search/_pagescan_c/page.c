@@ -362,15 +362,21 @@ static int cmp_container(const void *a, const void *b) {
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* A session id object of the page and its matcher (borrowed from the render's dict, or NULL). */
+typedef struct {
+    PyObject *id, *matcher;
+} SessionMatch;
+
 /* What a render holds for its items, given back (with the GIL held). */
 static void render_free(Matcher **chosen, Marks **marks_of, HeldMarks *held, Py_ssize_t n_held,
-                        char *gone, Py_ssize_t *held_at) {
+                        char *gone, Py_ssize_t *held_at, SessionMatch *by_session) {
     for (Py_ssize_t k = 0; k < n_held; k++) release_marks(&held[k]);
     PyMem_Free(chosen);
     PyMem_Free(marks_of);
     PyMem_Free(held);
     PyMem_Free(gone);
     PyMem_Free(held_at);
+    PyMem_Free(by_session);
 }
 
 static PyObject *Page_render(Page *self, PyObject *args) {
@@ -392,7 +398,10 @@ static PyObject *Page_render(Page *self, PyObject *args) {
     HeldMarks *held = PyMem_Calloc(n, sizeof(HeldMarks));
     char *gone = PyMem_Calloc(n, 1);
     Py_ssize_t *held_at = PyMem_Malloc((mask + 1) * sizeof(Py_ssize_t));
-    if (!chosen || !marks_of || !held || !gone || !held_at) {
+    /* per session id object (the items of one session share it: `resolve`), its matcher, so
+       the dict is asked once a session */
+    SessionMatch *by_session = PyMem_Calloc(mask + 1, sizeof(SessionMatch));
+    if (!chosen || !marks_of || !held || !gone || !held_at || !by_session) {
         PyErr_NoMemory();
         goto error;
     }
@@ -408,11 +417,19 @@ static PyObject *Page_render(Page *self, PyObject *args) {
             gone[self->selected[k]] = (char)is_gone;
         }
         if (item->session_id) {
-            PyObject *m = PyDict_GetItemWithError(matchers, item->session_id);
-            if (!m && PyErr_Occurred()) goto error;
-            if (m && !PyObject_TypeCheck(m, &MatcherType)) {
-                PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
-                goto error;
+            size_t at = (size_t)(((uintptr_t)item->session_id >> 4) * 0x9E3779B97F4A7C15ULL >> 32)
+                        & mask;
+            while (by_session[at].id && by_session[at].id != item->session_id)
+                at = (at + 1) & mask;
+            PyObject *m = by_session[at].matcher;
+            if (!by_session[at].id) {
+                m = PyDict_GetItemWithError(matchers, item->session_id);
+                if (!m && PyErr_Occurred()) goto error;
+                if (m && !PyObject_TypeCheck(m, &MatcherType)) {
+                    PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
+                    goto error;
+                }
+                by_session[at] = (SessionMatch){item->session_id, m};
             }
             chosen[self->selected[k]] = (Matcher *)m;
             if (m) {
@@ -482,13 +499,13 @@ static PyObject *Page_render(Page *self, PyObject *args) {
         }
         if (buf_put(&out, self->s + copied, PyBytes_GET_SIZE(self->body) - copied) < 0) goto error;
     }
-    render_free(chosen, marks_of, held, n_held, gone, held_at);
+    render_free(chosen, marks_of, held, n_held, gone, held_at, by_session);
     buf_free(&scratch);
     PyObject *bytes = buf_take(&out);
     if (!bytes) return NULL;
     return Py_BuildValue("(Nn)", bytes, count);
 error:
-    render_free(chosen, marks_of, held, n_held, gone, held_at);
+    render_free(chosen, marks_of, held, n_held, gone, held_at, by_session);
     buf_free(&scratch);
     buf_free(&out);
     return NULL;
