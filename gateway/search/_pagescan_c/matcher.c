@@ -1174,6 +1174,29 @@ void release_marks(HeldMarks *held) {
     held->use = NULL;
 }
 
+/* Append the attachments of the item's `n_hits` names found (`marks->hits`) as a JSON array,
+   in the names' order, each uri once (marked with `stamp`); count them. */
+static int put_found(const Matcher *m, Marks *marks, uint64_t stamp, Py_ssize_t n_hits,
+                     Buf *out, Py_ssize_t *count) {
+    if (PUT_LIT(out, "[") < 0) return -1;
+    sort_hits(marks->hits, n_hits);
+    int first = 1;
+    for (Py_ssize_t k = 0; k < n_hits; k++) {
+        Py_ssize_t name = marks->hits[k];
+        for (Py_ssize_t j = m->entry_first[name]; j < m->entry_first[name + 1]; j++) {
+            Py_ssize_t uri = m->entry_uri[j];
+            if (marks->uris[uri] == stamp) continue;
+            marks->uris[uri] = stamp;
+            if ((!first && PUT_LIT(out, ",") < 0) ||
+                buf_put(out, m->json + m->entry_json[j], m->entry_json[j + 1] - m->entry_json[j]) < 0)
+                return -1;
+            first = 0;
+            (*count)++;
+        }
+    }
+    return PUT_LIT(out, "]");
+}
+
 /* Append the item's attachments as a JSON array, found with `marks` (`hold_marks`); count
    them. -1 on a Python error. */
 int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scratch,
@@ -1183,8 +1206,24 @@ int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scra
     uint64_t stamp = ++render_stamp, again = ++render_stamp;
     int status = -1;
     Py_ssize_t n_hits = 0, n_strs = item->str_count, total = 0;
-    /* strings holding escapes or non-ASCII text are decoded and lower-cased with Python's
-       rules first; then every string is matched, without the GIL when there are many bytes */
+    const Span *strs = page->strs + item->str_first;
+    /* the common item: its strings all as sent (no escape, ASCII) and too few bytes in all to
+       match without the GIL (its own bytes bound them): each matched where it lies */
+    int as_sent = item->raw.end - item->raw.start < NOGIL_BYTES;
+    for (Py_ssize_t k = 0; as_sent && k < n_strs; k++)
+        if (strs[k].flags & (F_ESC | F_NONASCII)) as_sent = 0;
+    if (as_sent) {
+        for (Py_ssize_t k = 0; k < n_strs; k++) {
+            Py_ssize_t len = strs[k].end - strs[k].start;
+            if (len >= m->min_len)
+                n_hits = match_text(m, page->s + strs[k].start, len, 1, marks, stamp, again,
+                                    n_hits);
+        }
+        return put_found(m, marks, stamp, n_hits, out, count);
+    }
+    /* else strings holding escapes or non-ASCII text are decoded and lower-cased with
+       Python's rules first; then every string is matched, without the GIL when there are
+       many bytes */
     PyObject **lowered = NULL;
     const unsigned char *few_texts[FEW_STRINGS], **texts = few_texts;
     Py_ssize_t few_lens[FEW_STRINGS], *lens = few_lens;
@@ -1197,7 +1236,7 @@ int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scra
         goto done;
     }
     for (Py_ssize_t k = 0; k < n_strs; k++) {
-        Span sp = page->strs[item->str_first + k];
+        Span sp = strs[k];
         texts[k] = NULL;
         lens[k] = 0;
         /* no name fits in fewer bytes than its own: an ASCII string is never longer than as
@@ -1233,23 +1272,7 @@ int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scra
             n_hits = match_text(m, texts[k], lens[k], !(lowered && lowered[k]), marks, stamp,
                                 again, n_hits);
     if (released) PyEval_RestoreThread(released);
-    if (PUT_LIT(out, "[") < 0) goto done;
-    sort_hits(marks->hits, n_hits);
-    int first = 1;
-    for (Py_ssize_t k = 0; k < n_hits; k++) {
-        Py_ssize_t name = marks->hits[k];
-        for (Py_ssize_t j = m->entry_first[name]; j < m->entry_first[name + 1]; j++) {
-            Py_ssize_t uri = m->entry_uri[j];
-            if (marks->uris[uri] == stamp) continue;
-            marks->uris[uri] = stamp;
-            if ((!first && PUT_LIT(out, ",") < 0) ||
-                buf_put(out, m->json + m->entry_json[j], m->entry_json[j + 1] - m->entry_json[j]) < 0)
-                goto done;
-            first = 0;
-            (*count)++;
-        }
-    }
-    status = PUT_LIT(out, "]");
+    status = put_found(m, marks, stamp, n_hits, out, count);
 done:
     if (lowered) {
         for (Py_ssize_t k = 0; k < n_strs; k++) Py_XDECREF(lowered[k]);

@@ -51,6 +51,7 @@ typedef struct {
     const Item *items; /* the page's */
     Py_ssize_t *slots;
     size_t mask;
+    int shift;      /* 63 less the mask's bits: a hash's top bits, less one, index a slot */
     uint64_t steps; /* slots read */
 } Sessions;
 
@@ -60,7 +61,7 @@ static Py_ssize_t *session_slot(Sessions *t, const unsigned char *s, Span sp) {
        be chosen to share a run of slots (ids alike but in their middle bytes took a second a
        page of 20,000) */
     uint64_t h = bytes_hash(s + sp.start, len);
-    size_t at = (size_t)(h >> (63 - __builtin_popcountll(t->mask))) >> 1;
+    size_t at = (size_t)(h >> t->shift) >> 1;
     for (;; at = (at + 1) & t->mask) {
         t->steps++;
         Py_ssize_t held = t->slots[at];
@@ -218,8 +219,11 @@ PyObject *scan(PyObject *module, PyObject *args) {
     }
     page->sessions = PyList_New(0);
     if (!page->sessions) goto fail_page;
-    Sessions table = {page->items, NULL, 1, 0};
-    while (table.mask + 1 < (size_t)total * 2) table.mask = table.mask << 1 | 1;
+    Sessions table = {page->items, NULL, 1, 62, 0};
+    while (table.mask + 1 < (size_t)total * 2) {
+        table.mask = table.mask << 1 | 1;
+        table.shift--;
+    }
     table.slots = PyMem_Calloc(table.mask + 1, sizeof(Py_ssize_t));
     PyObject *seen = table.slots ? PySet_New(NULL) : NULL;
     if (!seen) {
