@@ -511,6 +511,14 @@ def test_names_of_one_hash_and_length_are_built_a_slot_each() -> None:
         assert matcher.build_steps <= 2 * count
     ordinary = _native_matcher([f"session0-photo-{i:03d}.png" for i in range(4000)])
     assert ordinary.build_steps <= 2 * 4000  # a run of slots is short whatever the names
+    # names of 40 bytes that differ only in the last byte of each word the hash reads (bytes
+    # 7, 23 and 39): a multiplication moves only the top bits of its product for them, so they
+    # share few slots, each name of one of them chained from it
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    top_bytes = [f"ppppppp{x}qqqqqqqqrrrrrrr{y}sssssssstttttttttt"[:39] + z
+                 for x in letters for y in letters for z in letters[:4]]
+    assert len(top_bytes) == 5184 and all(len(name) == 40 for name in top_bytes)
+    assert _native_matcher(top_bytes).build_steps <= 2 * len(top_bytes)
 
 
 # Each of the names in one slot's chain is found, also when others of the chain were found
