@@ -164,6 +164,7 @@ PyObject *scan(PyObject *module, PyObject *args) {
     memset(&p, 0, sizeof(p));
     p.s = (const unsigned char *)PyBytes_AS_STRING(body);
     p.n = PyBytes_GET_SIZE(body);
+    if (p.n > MAX_PAGE_BYTES) Py_RETURN_NONE; /* its spans would not fit: the Python path */
     /* room from the start for a walked string every 64 bytes (an engine's page holds about one
        every 70), up to 4,096 of them, so that the list is seldom copied while it grows */
     p.cap_strs = p.n / 64 < 256 ? 256 : p.n / 64 > 4096 ? 4096 : p.n / 64;

@@ -45,10 +45,13 @@ enum { K_NONE = 0, K_STR, K_NUM, K_TRUE, K_FALSE, K_NULL, K_OBJ, K_ARR };
 #define F_NONASCII 2 /* string holds non-ASCII characters (raw or escaped) */
 #define F_INT 4      /* number without fraction or exponent */
 
+/* Sixteen bytes: a page's items and strings are records of these, read again by the answer
+   (pages of 4 GiB and more are left to the Python path, `MAX_PAGE_BYTES`). */
 typedef struct {
-    Py_ssize_t start, end; /* value bytes; for strings, the inside of the quotes */
-    int kind, flags;
+    uint32_t start, end; /* value bytes; for strings, the inside of the quotes */
+    uint32_t kind, flags;
 } Span;
+#define MAX_PAGE_BYTES ((Py_ssize_t)UINT32_MAX - 1)
 
 typedef struct {
     char *data;
