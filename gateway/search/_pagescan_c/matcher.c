@@ -309,9 +309,10 @@ static int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
                 m->slot_more[slot] = -1;
                 break;
             }
-            if (held->tag == (uint32_t)h && (held->len & ~SLOT_CHAINED) == (uint32_t)len) {
+            if (slot_is(held, (uint32_t)h, (uint32_t)len)) {
                 /* names differ: chained from this one */
-                m->chained[n_chained] = (ProbeLink){off, names[k].index, m->slot_more[slot]};
+                m->chained[n_chained] = (ProbeLink){(uint32_t)off, (int32_t)names[k].index,
+                                                    m->slot_more[slot]};
                 m->slot_more[slot] = n_chained++;
                 held->len |= SLOT_CHAINED;
                 break;
@@ -1071,8 +1072,7 @@ static Py_ssize_t probe_names(const Matcher *m, const unsigned char *text, Py_ss
                 for (uint32_t at = probe_slot(h, mask);; at = (at + 1) & mask) {
                     const ProbeSlot *slot = &slots[at];
                     if (slot->name < 0) break;
-                    if (slot->tag != (uint32_t)h || (slot->len & ~SLOT_CHAINED) != (uint32_t)n)
-                        continue;
+                    if (!slot_is(slot, (uint32_t)h, (uint32_t)n)) continue;
                     /* the one slot of this tag and length: its names in turn, but those found
                        already in the item, by a probe or by the automaton (whose marks stay its
                        own), until one is these bytes */

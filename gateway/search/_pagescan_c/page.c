@@ -367,20 +367,22 @@ static int cmp_container(const void *a, const void *b) {
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* A session id object of the page and its matcher (borrowed from the render's dict, or NULL). */
+/* A session id object of the page, its matcher (borrowed from the render's dict, or NULL) and
+   the marks this render holds for it (`hold_marks`). */
 typedef struct {
-    PyObject *id, *matcher;
+    PyObject *id;
+    Matcher *matcher;
+    Marks *marks;
 } SessionMatch;
 
 /* What a render holds for its items, given back (with the GIL held). */
 static void render_free(Matcher **chosen, Marks **marks_of, HeldMarks *held, Py_ssize_t n_held,
-                        char *gone, Py_ssize_t *held_at, SessionMatch *by_session) {
+                        char *gone, SessionMatch *by_session) {
     for (Py_ssize_t k = 0; k < n_held; k++) release_marks(&held[k]);
     PyMem_Free(chosen);
     PyMem_Free(marks_of);
     PyMem_Free(held);
     PyMem_Free(gone);
-    PyMem_Free(held_at);
     PyMem_Free(by_session);
 }
 
@@ -394,61 +396,51 @@ static PyObject *Page_render(Page *self, PyObject *args) {
     Buf out = {0}, scratch = {0};
     Py_ssize_t count = 0, kept = 0, n_held = 0;
     size_t n = (size_t)(self->n_items ? self->n_items : 1);
-    /* per item: its matcher, its marks, and whether it is dropped; per matcher, the marks this
-       render holds (`hold_marks`), found by the matcher's address in the table `held_at` */
+    /* per item: its matcher, its marks, and whether it is dropped; per session id object (the
+       items of one session share it: `resolve`), in the table `by_session` by its address, its
+       matcher and marks: the dict is asked, and marks held, once a session */
     size_t mask = 1;
     while (mask + 1 < 2 * n) mask = mask << 1 | 1;
     Matcher **chosen = PyMem_Calloc(n, sizeof(Matcher *));
     Marks **marks_of = PyMem_Calloc(n, sizeof(Marks *));
     HeldMarks *held = PyMem_Calloc(n, sizeof(HeldMarks));
     char *gone = PyMem_Calloc(n, 1);
-    Py_ssize_t *held_at = PyMem_Malloc((mask + 1) * sizeof(Py_ssize_t));
-    /* per session id object (the items of one session share it: `resolve`), its matcher, so
-       the dict is asked once a session */
     SessionMatch *by_session = PyMem_Calloc(mask + 1, sizeof(SessionMatch));
-    if (!chosen || !marks_of || !held || !gone || !held_at || !by_session) {
+    if (!chosen || !marks_of || !held || !gone || !by_session) {
         PyErr_NoMemory();
         goto error;
     }
-    memset(held_at, 0xff, (mask + 1) * sizeof(Py_ssize_t)); /* -1: empty */
     for (Py_ssize_t k = 0; k < self->n_selected; k++) {
-        Item *item = &self->items[self->selected[k]];
+        Py_ssize_t at_item = self->selected[k];
+        Item *item = &self->items[at_item];
         if (dropped != Py_None) {
             PyObject *position = PyLong_FromSsize_t(k);
             if (!position) goto error;
             int is_gone = PySet_Contains(dropped, position);
             Py_DECREF(position);
             if (is_gone < 0) goto error;
-            gone[self->selected[k]] = (char)is_gone;
+            gone[at_item] = (char)is_gone;
         }
-        if (item->session_id) {
-            size_t at = (size_t)(((uintptr_t)item->session_id >> 4) * 0x9E3779B97F4A7C15ULL >> 32)
-                        & mask;
-            while (by_session[at].id && by_session[at].id != item->session_id)
-                at = (at + 1) & mask;
-            PyObject *m = by_session[at].matcher;
-            if (!by_session[at].id) {
-                m = PyDict_GetItemWithError(matchers, item->session_id);
-                if (!m && PyErr_Occurred()) goto error;
-                if (m && !PyObject_TypeCheck(m, &MatcherType)) {
-                    PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
-                    goto error;
-                }
-                by_session[at] = (SessionMatch){item->session_id, m};
+        if (!item->session_id) continue;
+        size_t at = (size_t)(((uintptr_t)item->session_id >> 4) * 0x9E3779B97F4A7C15ULL >> 32)
+                    & mask;
+        while (by_session[at].id && by_session[at].id != item->session_id)
+            at = (at + 1) & mask;
+        SessionMatch *session = &by_session[at];
+        if (!session->id) {
+            PyObject *m = PyDict_GetItemWithError(matchers, item->session_id);
+            if (!m && PyErr_Occurred()) goto error;
+            if (m && !PyObject_TypeCheck(m, &MatcherType)) {
+                PyErr_SetString(PyExc_TypeError, "matchers maps session ids to Matcher");
+                goto error;
             }
-            chosen[self->selected[k]] = (Matcher *)m;
-            if (m) {
-                /* the matcher's place in `held`, by its address */
-                size_t slot = (size_t)(((uintptr_t)m >> 4) * 0x9E3779B97F4A7C15ULL >> 32) & mask;
-                while (held_at[slot] >= 0 && held[held_at[slot]].m != (Matcher *)m)
-                    slot = (slot + 1) & mask;
-                if (held_at[slot] < 0) {
-                    if (hold_marks(&held[n_held], (Matcher *)m) < 0) goto error;
-                    held_at[slot] = n_held++;
-                }
-                marks_of[self->selected[k]] = held[held_at[slot]].use;
-            }
+            /* a matcher given for two sessions has marks held for each: both are right */
+            if (m && hold_marks(&held[n_held], (Matcher *)m) < 0) goto error;
+            *session = (SessionMatch){item->session_id, (Matcher *)m,
+                                      m ? held[n_held++].use : NULL};
         }
+        chosen[at_item] = session->matcher;
+        marks_of[at_item] = session->marks;
     }
     Py_ssize_t size = PyBytes_GET_SIZE(self->body);
     if (buf_bytes(&out, (self->native ? size : 2 * size) + 256 * self->n_selected + 1024) < 0)
@@ -504,13 +496,13 @@ static PyObject *Page_render(Page *self, PyObject *args) {
         }
         if (buf_put(&out, self->s + copied, PyBytes_GET_SIZE(self->body) - copied) < 0) goto error;
     }
-    render_free(chosen, marks_of, held, n_held, gone, held_at, by_session);
+    render_free(chosen, marks_of, held, n_held, gone, by_session);
     buf_free(&scratch);
     PyObject *bytes = buf_take(&out);
     if (!bytes) return NULL;
     return Py_BuildValue("(Nn)", bytes, count);
 error:
-    render_free(chosen, marks_of, held, n_held, gone, held_at, by_session);
+    render_free(chosen, marks_of, held, n_held, gone, by_session);
     buf_free(&scratch);
     buf_free(&out);
     return NULL;

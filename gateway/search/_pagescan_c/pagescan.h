@@ -201,9 +201,15 @@ typedef struct {
 } ProbeSlot;
 #define SLOT_CHAINED 0x80000000u
 
+/* Whether a held slot is the one of names of this tag and length. */
+static inline int slot_is(const ProbeSlot *slot, uint32_t tag, uint32_t len) {
+    return slot->tag == tag && (slot->len & ~SLOT_CHAINED) == len;
+}
+
 /* A name chained from its tag and length's slot: its bytes, index and the next such name. */
 typedef struct {
-    Py_ssize_t off, name;
+    uint32_t off; /* in Matcher.name_bytes */
+    int32_t name;
     int32_t next; /* -1: the chain's last */
 } ProbeLink;
 
