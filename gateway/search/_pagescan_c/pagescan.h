@@ -24,7 +24,8 @@
 
 /* Shared declarations of the page scanner: tokens, buffers, the parser's records, the Page and
    Matcher types. One file per part: buf.c, lex.c (JSON tokens), parse.c (the answer's shape),
-   page.c (the Page type: scan, scopes, render), matcher.c (names), module.c. */
+   page.c (the Page type: scan, scopes, render), the Matcher in matcher.c (the type),
+   automaton.c, probe.c and attach.c (matching.h says which holds what), module.c. */
 
 #ifndef PAGESCAN_H
 #define PAGESCAN_H
@@ -174,7 +175,7 @@ typedef struct {
 /* the bytes at a position the lead filter reads: its own and the next two */
 #define LEAD_BYTES 3
 
-/* One session's names as an Aho-Corasick automaton over byte classes (matcher.c). The
+/* One session's names as an Aho-Corasick automaton over byte classes (automaton.c). The
    shallowest states, taken breadth first, have a full row of transitions (where ordinary text
    spends its time) and come first; the others are numbered depth first after them (a state's
    first child is the next state, so walking down a name reads memory in order, and its next
@@ -189,7 +190,7 @@ typedef struct {
     uint8_t first_cls;  /* the class of its first child (the next state) */
 } State;
 
-/* A slot of the names' hash table (matcher.c `probe_names`), sixteen bytes so that a session's
+/* A slot of the names' hash table (probe.c `probe_names`), sixteen bytes so that a session's
    table stays in few cache lines: a name's tag (its hash's low 32 bits), length, bytes and
    index (-1: an empty slot). Other names of that tag and length are chained from the slot
    (`SLOT_CHAINED` set in `len`; the chain's first in Matcher.slot_more). */
@@ -231,7 +232,7 @@ typedef struct {
     uint8_t cls[256];      /* byte -> class (0: in no name) */
     uint8_t cls_fold[256]; /* the same after ASCII lower-casing */
     uint8_t root_moves[2][256]; /* [fold][byte]: the root has an edge on it */
-    /* the lead filter (matcher.c `lead_skip`): [fold][position][low, high nibble] -> the
+    /* the lead filter (probe.c `lead_skip`): [fold][position][low, high nibble] -> the
        buckets of the names whose first LEAD_BYTES bytes may be those; set when `leads` */
     uint8_t lead[2][LEAD_BYTES][2][16];
     int leads;
@@ -240,7 +241,7 @@ typedef struct {
     uint32_t row_shift;    /* a row's cells: the power of two from n_cls - 1 on */
     State *states;
     uint32_t *delta;       /* rows of next states by class (1 to n_cls - 1, at cell class - 1) */
-    /* pair rows (matcher.c `pair_rows`): for the first n_pair_rows rows, where the names use
+    /* pair rows (automaton.c `pair_rows`): for the first n_pair_rows rows, where the names use
        few classes, the state two bytes on, found by both bytes' classes with one load */
     uint32_t *pair;
     uint32_t n_pair_rows;
@@ -253,7 +254,7 @@ typedef struct {
     uint8_t *into;         /* by state: the name byte on the trie edge into it (+ 8 spare bytes) */
     uint8_t *runs;         /* by state: how many of the states after it follow as its first
                               child, each from the one before, and report nothing (at most 255) */
-    /* probing (matcher.c `probe_names`), set when `probe`: each place the lead filter lets
+    /* probing (probe.c `probe_names`), set when `probe`: each place the lead filter lets
        through is looked up in a hash table of the names, once for each length of the names
        that start with its byte (at most PROBE_LENGTHS) */
     int probe;
@@ -425,7 +426,7 @@ int parse_page(Parser *p, int *data_kind);
 PyObject *scan(PyObject *module, PyObject *args);
 PyObject *decode_str(const unsigned char *s, Span sp, Buf *scratch);
 
-/* matcher.c: the item's attachments as a JSON array appended to `out`, counted */
+/* attach.c: the item's attachments as a JSON array appended to `out`, counted */
 int attach(Page *page, Item *item, Matcher *m, Marks *marks, Buf *out, Buf *scratch,
            Py_ssize_t *count);
 
