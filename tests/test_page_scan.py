@@ -1084,6 +1084,25 @@ def test_objects_of_many_keys_are_checked_for_repeats(count: int) -> None:
             [*keys[:70], "k\\u00300069", *keys[70:]]), False) is None
 
 
+# A render holds marks once a session, by the session's id: one matcher given for two sessions
+# (as a caller may) gets marks for each, and every item of both finds its own names, each name
+# once an item; the matcher's own marks are free after, and the second set is counted.
+@needs_scanner
+def test_one_matcher_given_for_two_sessions_finds_the_names_of_both() -> None:
+    names = [f"photo-{n}.png" for n in range(6)]
+    matcher = _matchers("s1", *names)["s1"].native
+    page = page_scan.scan(json.dumps({"results": [
+        {"session_id": f"s{1 + n % 2}", "text": f"{names[n]} and {names[n]}, {names[n + 1]}"}
+        for n in range(5)]}).encode(), False)
+    assert page is not None
+    before = matcher.spare_marks
+    out, attached = page.render({"s1": matcher, "s2": matcher}, None)
+    assert attached == 10
+    assert [[a["name"] for a in r["attachments"]] for r in jsonio.loads(out)["results"]] == [
+        [names[n], names[n + 1]] for n in range(5)]
+    assert not matcher.busy and matcher.spare_marks == before + 1
+
+
 def _render_into(page: Any, matcher: Any, answers: list[tuple[bytes, int]]) -> None:
     answers.append(page.render({"s1": matcher}, None))
 

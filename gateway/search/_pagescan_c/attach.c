@@ -48,8 +48,9 @@ static void sort_hits(Py_ssize_t *hits, Py_ssize_t n) {
 static uint64_t render_stamp = 0;
 #define FEW_STRINGS 64 /* an item's strings, listed on the stack up to this many */
 
-/* The marks a render uses for `m` (with the GIL held): its own, unless another thread's render
-   holds them, then a set made for this render. -1 out of memory. */
+/* The marks a render uses for `m` (with the GIL held): its own, unless another render (in
+   another thread) or this one (for another session given the same matcher) holds them, then a
+   set made for this hold. -1 out of memory. */
 int hold_marks(HeldMarks *held, Matcher *m) {
     held->m = m;
     held->spare = (Marks){0};

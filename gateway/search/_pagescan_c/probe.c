@@ -171,6 +171,14 @@ int probe_tables(Matcher *m, const NameBytes *names, Py_ssize_t n) {
     return 0;
 }
 
+/* Probing leaves a string to the automaton once its work (places let through, probes, names
+   of a chain read past its first, and a unit per eight bytes compared in vain) passes an eighth
+   of the bytes it has read, plus this: what it does stays linear in the text, and text that
+   keeps it busy costs it a few probes. A name is compared to the text until it is found in the
+   item, once at most, so the comparisons that find names are bounded by the names' bytes and
+   are not counted. */
+#define PROBE_SLACK 8
+
 #ifdef LEAD_SKIP
 /* The buckets byte by byte of the 16 at `at`, by one position's nibble tables. */
 __attribute__((target("ssse3")))
@@ -185,7 +193,7 @@ static inline __m128i buckets_at(const unsigned char *at, __m128i lo, __m128i hi
    which fewer than LEAD_BLOCK bytes are left (the caller's byte loop reads those). */
 __attribute__((target("ssse3")))
 Py_ssize_t lead_skip(const uint8_t (*t)[2][16], const unsigned char *text, Py_ssize_t i,
-                            Py_ssize_t len) {
+                     Py_ssize_t len) {
     const __m128i lo0 = _mm_loadu_si128((const __m128i *)t[0][0]),
                   hi0 = _mm_loadu_si128((const __m128i *)t[0][1]),
                   lo1 = _mm_loadu_si128((const __m128i *)t[1][0]),
@@ -202,17 +210,7 @@ Py_ssize_t lead_skip(const uint8_t (*t)[2][16], const unsigned char *text, Py_ss
     }
     return i;
 }
-#endif
 
-/* Probing leaves a string to the automaton once its work (places let through, probes, names
-   of a chain read past its first, and a unit per eight bytes compared in vain) passes an eighth
-   of the bytes it has read,
-   plus this: what it does stays linear in the text, and text that keeps it busy costs it a few
-   probes. A name is compared to the text until it is found in the item, once at most, so the
-   comparisons that find names are bounded by the names' bytes and are not counted. */
-#define PROBE_SLACK 8
-
-#ifdef LEAD_SKIP
 /* The buckets byte by byte of the 32 at `at`, by one position's nibble tables (both halves). */
 __attribute__((target("avx2")))
 static inline __m256i wide_buckets_at(const unsigned char *at, __m256i lo, __m256i hi) {
