@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import httpx
 from starlette.routing import BaseRoute, Match
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
@@ -48,6 +48,7 @@ from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
+from gateway.route_index import RouteIndex
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
@@ -343,32 +344,19 @@ class Gateway:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
         """Run the owned route for this request; False when the path is not the gateway's."""
+        plain = None if scope.get("root_path") else self._index.plain.get(path)
+        if plain is not None and scope["method"] in plain.methods:
+            # the one route of a path without parameters, for one of its methods: what
+            # Route.matches and Route.handle would do, without matching the path again
+            scope["endpoint"], scope["path_params"] = plain.route.endpoint, {}
+            await self._run(scope, receive, send, plain.route, plain.app)
+            return True
         partial: BaseRoute | None = None
         for route in self._index.candidates(scope):
             match, child = route.matches(scope)
             if match is Match.FULL:
                 scope.update(child)
-                scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
-                principal = scope.get(PRINCIPAL_KEY)
-                if principal is not None and principal.kind != "admin":
-                    _admit(principal, scope["method"], route)
-                if self.limiter.enabled:
-                    await self.limiter.admit(scope, self._owned_classes.get(
-                        (scope["method"], scope[ROUTE_KEY]), OWNED))
-                slots = self.limiter.slots
-                if slots is None:
-                    await route.handle(scope, receive, send)
-                    return True
-                # The user's engine-call slot, taken at the route's first engine call, wherever
-                # it is made (the user it acts as is read then: a service key's is fixed by its
-                # route); the pass-through takes its own (gateway/upstream/proxy.py).
-                ticket = slots.ticket(scope)
-                ticket_token = ENGINE_TICKET.set(ticket)
-                try:
-                    await route.handle(scope, receive, send)
-                finally:
-                    ticket.close()
-                    ENGINE_TICKET.reset(ticket_token)
+                await self._run(scope, receive, send, route, route.handle)
                 return True
             if match is Match.PARTIAL and partial is None:
                 partial = route
@@ -377,6 +365,32 @@ class Gateway:
         if any(path == p or path.startswith(p + "/") for p in OWNED_PREFIXES):
             raise NotFound(f"no such endpoint: {path}")
         return False
+
+    async def _run(self, scope: Scope, receive: Receive, send: Send, route: BaseRoute,
+                   app: ASGIApp) -> None:
+        """The matched owned route: its scope and limits checked, then `app` run."""
+        scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
+        principal = scope.get(PRINCIPAL_KEY)
+        if principal is not None and principal.kind != "admin":
+            _admit(principal, scope["method"], route)
+        if self.limiter.enabled:
+            await self.limiter.admit(scope, self._owned_classes.get(
+                (scope["method"], scope[ROUTE_KEY]), OWNED))
+        slots = self.limiter.slots
+        if slots is None:
+            await app(scope, receive, send)
+            return
+        # The user's engine-call slot, taken at the route's first engine call, wherever it is
+        # made (the user it acts as is read then: a service key's is fixed by its route); the
+        # pass-through takes its own (gateway/upstream/proxy.py).
+        ticket = slots.ticket(scope)
+        ticket_token = ENGINE_TICKET.set(ticket)
+        try:
+            await app(scope, receive, send)
+        finally:
+            ticket.close()
+            ENGINE_TICKET.reset(ticket_token)
+
 
 async def _write_usage(svc: Services, interval: float) -> None:
     """Every `interval` seconds, the keys' last-used times noted since the last write."""
@@ -403,80 +417,6 @@ def _log_settled(settled: recovery.Recovery) -> None:
     if settled.dropped:
         log.warning("dropped %d interrupted add/upload(s) that never reached the engine",
                     len(settled.dropped))
-
-
-def route_groups(routes: list[BaseRoute]
-                 ) -> tuple[dict[str, tuple[BaseRoute, ...]], tuple[BaseRoute, ...]]:
-    """The routes that may match a path, by its first segment, in their order: those whose
-    path starts with that segment, and those whose first segment is a parameter (also the
-    second value: what a path of any other first segment may match)."""
-    def first_segment(route: BaseRoute) -> str | None:
-        path = getattr(route, "path", None)
-        if not isinstance(path, str) or not path.startswith("/"):
-            return None  # matched by rules of its own: a candidate for every path
-        segment = path[1:].partition("/")[0]
-        return None if "{" in segment else segment
-
-    firsts = [first_segment(route) for route in routes]
-    any_start = tuple(route for route, first in zip(routes, firsts, strict=True) if first is None)
-    groups = {
-        segment: tuple(route for route, first in zip(routes, firsts, strict=True)
-                       if first in (segment, None))
-        for segment in {first for first in firsts if first is not None}
-    }
-    return groups, any_start
-
-
-def exact_routes(routes: list[BaseRoute]) -> dict[str, tuple[BaseRoute, ...]]:
-    """For each owned route's path without parameters, the routes that may match that very
-    path, in their order: those whose pattern matches it and those matched by rules of their
-    own. A request to one of these paths (`/memories/search`) tries one or two routes rather
-    than its first segment's group (`route_groups`)."""
-    def may_match(route: BaseRoute, path: str) -> bool:
-        pattern = getattr(route, "path_regex", None)
-        return pattern is None or pattern.match(path) is not None
-
-    static = {path for route in routes
-              if isinstance(path := getattr(route, "path", None), str)
-              and path.startswith("/") and "{" not in path}
-    return {path: tuple(route for route in routes if may_match(route, path)) for path in static}
-
-
-def _route_path(scope: Scope) -> str:
-    """The path routes match: without the root path, as Starlette's `get_route_path` takes
-    it off."""
-    path: str = scope["path"]
-    root = scope.get("root_path", "")
-    if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
-        path = path[len(root):]
-    return path
-
-
-class RouteIndex:
-    """The owned routes, indexed so that a request tries only those that may match its path,
-    in their order: the same route, and the same method error, as trying them all."""
-
-    def __init__(self, routes: list[BaseRoute]) -> None:
-        # Fast pre-check: only paths starting like an owned route go through route matching.
-        self.starts = owned_path_starts(routes)
-        self.groups, self.any_start = route_groups(routes)
-        self.exact = exact_routes(routes)
-
-    def candidates(self, scope: Scope) -> tuple[BaseRoute, ...]:
-        path = _route_path(scope)
-        found = self.exact.get(path)
-        if found is None:
-            found = self.groups.get(path[1:].partition("/")[0], self.any_start)
-        return found
-
-
-def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:
-    """The literal start of every owned route's path, plus the owned prefixes."""
-    starts = set(OWNED_PREFIXES)
-    for route in routes:
-        path = getattr(route, "path", "")
-        starts.add(path.split("{", 1)[0] or "/")
-    return tuple(sorted(starts))
 
 
 def create_app(

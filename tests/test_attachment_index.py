@@ -56,6 +56,28 @@ async def test_sqlite_answers_a_repeated_lookup_without_reading_again(
     assert await index.lookup("alice", ["s1"]) is first
 
 
+async def test_a_kept_lookup_is_answered_without_a_wait_until_its_session_changes(
+    db: Database,
+) -> None:
+    """`kept` is what the search asks first: the lookup `lookup` kept, its sessions' C
+    matchers beside it, and nothing once one of its sessions changed."""
+    await add(db, "alice", "s1", "a.png")
+    index = AttachmentIndex(db)
+    assert index.kept("alice", ["s1"], python=False) is None  # not looked up yet
+    first = await index.lookup("alice", ["s1"], python=False)
+    assert index.kept("alice", ["s1"], python=False) is first
+    assert index.kept("bob", ["s1"], python=False) is None  # kept per user
+    assert set(first.natives) == ({"s1"} if first[1]["s1"].native is not None else set())
+    await add(db, "alice", "s1", "b.png")
+
+    async def dropped() -> bool:
+        return index.kept("alice", ["s1"], python=False) is None
+
+    assert await eventually(dropped)
+    after = await index.lookup("alice", ["s1"], python=False)
+    assert names_in(after, "s1") == ["a.png", "b.png"]
+
+
 async def test_a_commit_through_the_gateway_is_seen_by_the_next_lookup(db: Database) -> None:
     await add(db, "alice", "s1", "a.png")
     index = AttachmentIndex(db)

@@ -1,5 +1,5 @@
 """The owned routes are matched among those their whole path or its first segment allows
-(gateway/app.py `RouteIndex`): always the route, and the method error, that trying them all
+(gateway/route_index.py `RouteIndex`): always the route, and the method error, that trying them all
 would give."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 import pytest
 from starlette.routing import BaseRoute, Match, Route
 
-from gateway.app import RouteIndex, _route_path, exact_routes, route_groups
 from gateway.config import Settings
+from gateway.route_index import RouteIndex, exact_routes, plain_routes, route_groups, route_path
 from gateway.routes import all_routes
 from gateway.upstream.flavors import FLAVORS
 
@@ -53,11 +53,15 @@ def test_grouped_routing_finds_what_trying_every_route_finds(flavor: str) -> Non
                 scope = {"type": "http", "method": method, "path": root + path,
                          "root_path": root}
                 expected = first_match(routes, scope)
-                first = _route_path(scope)[1:].partition("/")[0]
+                first = route_path(scope)[1:].partition("/")[0]
                 assert first_match(groups.get(first, any_start), scope) == expected, (method, path)
                 assert first_match(index.candidates(scope), scope) == expected, (method, path)
+                plain = None if root else index.plain.get(path)
+                if plain is not None and method in plain.methods:  # served without matching
+                    assert expected == (plain.route, None), (method, path)
                 checked += 1
     assert checked > 1000
+    assert "/memories/search" in index.plain  # the search runs its route without matching
     assert "/memories/search" in index.exact and len(index.exact) > 10  # looked up whole
 
 
@@ -82,3 +86,19 @@ def test_a_path_without_parameters_tries_only_the_routes_that_may_match_it_in_or
     assert exact["/a/b/c"] == (routes[2],)
     assert exact["/c"] == (routes[3],)
     assert "/a/{x}" not in exact
+
+
+def test_only_a_path_one_plain_route_may_match_is_served_without_matching() -> None:
+    async def endpoint(request: object) -> None: ...
+
+    class OwnMatching(Route):
+        def matches(self, scope: dict) -> tuple[Match, dict]:  # type: ignore[override]
+            return Match.NONE, {}
+
+    routes: list[BaseRoute] = [Route("/a/{x}", endpoint), Route("/a/b", endpoint),
+                               Route("/c", endpoint, methods=["POST"]),
+                               OwnMatching("/d", endpoint), Route("/e", endpoint),
+                               Route("/e", endpoint, methods=["POST"])]
+    plain = plain_routes(exact_routes(routes))
+    assert set(plain) == {"/c"}  # /a/b may be /a/{x}, /d matches its own way, /e has two
+    assert plain["/c"].route is routes[2] and plain["/c"].methods == {"POST"}

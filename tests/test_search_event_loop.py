@@ -70,7 +70,7 @@ async def test_a_search_over_the_issue_page_lets_the_loop_run(
         return run
 
     monkeypatch.setattr(index, "_build", watched("build", index._build))
-    for answer in ("scanned_answer", "python_answer"):
+    for answer in ("render_scanned", "python_answer"):
         monkeypatch.setattr(search_route, answer, watched("answer", getattr(search_route, answer)))
     search = asyncio.create_task(
         bob.post("/memories/search", json={"query": "trip", "user_id": "bob"}))

@@ -9,6 +9,7 @@ not a framework's request and response objects (docs/decisions.md, "Search as ra
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,7 +26,7 @@ from gateway.search.answers import (
     SCANNER_INLINE_BYTES,
     off_loop,
     python_answer,
-    scanned_answer,
+    render_scanned,
     session_ids,
 )
 from gateway.services import Services
@@ -100,13 +101,20 @@ async def _answer(svc: Services, caller: str, dialect: Dialect, native: bool, bo
     # The scanner leaves items whose content is derived (profiles, agent cases) to Python.
     scanner = dialect.page_scan and svc.settings.server.native_search
     size = len(body)
-    page = await off_loop(size, SCANNER_INLINE_BYTES, page_scan.scan, body, native
-                          ) if scanner else None
-    if page is not None:  # the C scanner read it: the same answer, without Python objects
-        foreign, matchers = await svc.attachment_index.lookup(caller, sorted(page.sessions),
-                                                              python=False)
-        return await off_loop(size, SCANNER_INLINE_BYTES, scanned_answer, page, foreign,
-                              matchers)
+    if scanner:
+        # the common page is read, looked up and answered without a wait (and a big one off
+        # the loop): each step costs as little as the C work it wraps
+        inline = size < SCANNER_INLINE_BYTES
+        page = (page_scan.scan(body, native) if inline
+                else await asyncio.to_thread(page_scan.scan, body, native))
+        if page is not None:  # the C scanner read it: the same answer, without Python objects
+            index, sessions = svc.attachment_index, sorted(page.sessions)
+            found = index.kept(caller, sessions, python=False)
+            if found is None:
+                found = await index.lookup(caller, sessions, python=False)
+            if inline:
+                return render_scanned(page, found[0], found.natives)
+            return await asyncio.to_thread(render_scanned, page, found[0], found.natives)
     try:
         answer = await off_loop(size, PYTHON_INLINE_BYTES, jsonio.loads, body)
     except ValueError:

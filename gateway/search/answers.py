@@ -121,6 +121,13 @@ def scanned_answer(
     page: Any, foreign_scopes: AbstractSet[Scope], matchers: Mapping[str, SessionMatcher],
 ) -> tuple[bytes, int]:
     """`python_answer`'s result for a page read by the C scanner."""
+    natives = {sid: m.native for sid, m in matchers.items() if m.native is not None}
+    return render_scanned(page, foreign_scopes, natives)
+
+
+def render_scanned(page: Any, foreign_scopes: AbstractSet[Scope], natives: dict[str, Any]
+                   ) -> tuple[bytes, int]:
+    """`scanned_answer` with the sessions' C matchers given (a lookup's `natives`)."""
     dropped = None
     if foreign_scopes:
         others = ForeignScopes(foreign_scopes)
@@ -128,6 +135,5 @@ def scanned_answer(
             position for position, (session_id, app, project) in enumerate(page.scopes())
             if session_id and others.holds(session_id, app, project)
         }
-    native_matchers = {sid: m.native for sid, m in matchers.items() if m.native is not None}
-    answer: tuple[bytes, int] = page.render(native_matchers, dropped)
+    answer: tuple[bytes, int] = page.render(natives, dropped)
     return answer

@@ -106,8 +106,22 @@ def _native(by_name: dict[str, list[dict[str, str]]], probe: bool = True) -> Any
 
 
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
-# (scopes of the sessions owned by someone else, a matcher per own session)
-Lookup = tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]
+
+
+class Lookup(tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]):
+    """(scopes of the sessions owned by someone else, a matcher per own session); `natives`
+    holds the own sessions' C matchers, by session, as the page scanner's render takes them
+    (made once per lookup, not per search)."""
+
+    natives: dict[str, Any]
+
+    def __new__(cls, foreign: frozenset[tuple[str, str, str]],
+                matchers: Mapping[str, SessionMatcher]) -> Lookup:
+        made = super().__new__(cls, (foreign, matchers))
+        made.natives = {sid: m.native for sid, m in matchers.items() if m.native is not None}
+        return made
+
+
 LookupKey = tuple[str, tuple[str, ...], bool]  # (user, the page's session ids, python)
 
 
@@ -127,13 +141,10 @@ class AttachmentIndex:
                      ) -> Lookup:
         """Sessions owned by others (app, project, session), and a matcher per own session;
         `python=False`: for the C page scanner, whose matchers are then all that is built."""
-        version = self._db.generation("sessions")
-        if version != self._lookups_version:
-            self._forget(self._db.changed_sessions(self._lookups_version, version))
-            self._lookups_version = version
-        key = (user_id, tuple(session_ids), python)
-        found = self._lookups.get(key)
+        found = self.kept(user_id, session_ids, python)
         if found is None:
+            version = self._lookups_version
+            key = (user_id, tuple(session_ids), python)
             found = await self._lookup(user_id, session_ids, python)
             if len(self._lookups) >= CACHE_LOOKUPS:
                 self._forget(None)
@@ -142,6 +153,16 @@ class AttachmentIndex:
                 for session_id in key[1]:
                     self._lookups_of.setdefault(session_id, set()).add(key)
         return found
+
+    def kept(self, user_id: str, session_ids: Sequence[str], python: bool = True
+             ) -> Lookup | None:
+        """`lookup`'s answer when it is kept and none of its sessions changed since, without
+        a query or a wait; None otherwise."""
+        version = self._db.generation("sessions")
+        if version != self._lookups_version:
+            self._forget(self._db.changed_sessions(self._lookups_version, version))
+            self._lookups_version = version
+        return self._lookups.get((user_id, tuple(session_ids), python))
 
     def _forget(self, changed: frozenset[str] | None) -> None:
         """Drop the lookups naming any of these sessions (all of them: None)."""
@@ -186,7 +207,7 @@ class AttachmentIndex:
                     built = await asyncio.to_thread(_build, *args)
                 matchers[session_id] = built
                 self._remember((user_id, session_id), built)
-        return frozenset(foreign), matchers
+        return Lookup(frozenset(foreign), matchers)
 
     def _remember(self, key: tuple[str, str], matcher: SessionMatcher) -> None:
         self._cache[key] = matcher

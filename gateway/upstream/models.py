@@ -118,21 +118,24 @@ class RouteModel:
         """`read` past the body's validation: the query's, then every id named. `given_body`:
         the body as parsed, where there is one."""
         named = Named()
-        values: dict[str, Any] = {}  # each part's validated model (path: a mapping)
+        # each part's validated fields (declared and extra) by name; path: the mapping
+        parts: dict[str, Mapping[str, Any]] = {PATH: params}
         given: dict[str, Any] = {}  # each part as given, before validation
         if body is not None:
-            values[BODY], given[BODY] = body, given_body
+            parts[BODY], given[BODY] = _fields_of(body), given_body
         if self.query is not None:
             # A repeated parameter is a list, which no scalar field accepts: a 422.
             flat = {key: vals[-1] if len(vals) == 1 else vals for key, vals in query.items()}
-            values[QUERY], given[QUERY] = _validated(self.query, flat, QUERY), flat
-        scope = values.get(BODY, values.get(QUERY))
-        app_key, project_key = self.scope_keys
-        named.app_id = _scope(_field(scope, app_key))
-        named.project_id = _scope(_field(scope, project_key))
-        values[PATH] = params
+            parts[QUERY] = _fields_of(_validated(self.query, flat, QUERY))
+            given[QUERY] = flat
+        scope = parts.get(BODY, parts.get(QUERY))
+        if scope is not None:
+            app_key, project_key = self.scope_keys
+            named.app_id = _scope(scope.get(app_key))
+            named.project_id = _scope(scope.get(project_key))
         for one in self.ids:
-            value = _field(values.get(one.where), one.key)
+            part = parts.get(one.where)
+            value = None if part is None else part.get(one.key)
             if value is None:
                 continue
             label = one.label
@@ -167,6 +170,14 @@ class RouteModel:
 
 def _scope(value: Any) -> str:
     return value if isinstance(value, str) and value else "default"
+
+
+def _fields_of(model: BaseModel) -> Mapping[str, Any]:
+    """A validated part's fields by name, declared and extra (the declared ones where both name
+    a key), read once rather than field by field (`_field`)."""
+    fields: dict[str, Any] = model.__dict__  # a model's declared fields, by name
+    extra = model.__pydantic_extra__
+    return {**extra, **fields} if extra else fields
 
 
 def _field(part: Any, key: str) -> Any:
