@@ -2,7 +2,8 @@
 
 Two ways to the same bytes' meaning: `python_answer` over parsed items
 (gateway/search/items.py), the reference for every engine; `scanned_answer` over a page the C
-scanner read (gateway/search/page_scan.py), used for EverOS-shaped answers when it was built.
+scanner read (gateway/search/page_scan.py), used for EverOS-shaped answers when it was built
+(`render_scanned` the same with a lookup's C matchers, as the search route calls it).
 Both are pure: the caller reads the sessions' owners and matchers between finding the sessions
 and answering. `filtered_answer` does all three for a passed-through read (EverMemOS v0).
 `off_loop` runs the work on a big page in a worker thread, so no search holds the event loop
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from gateway import jsonio
 from gateway.errors import UpstreamBadResponse
-from gateway.search.index import EMPTY, AttachmentIndex, SessionMatcher
+from gateway.search.index import EMPTY, AttachmentIndex, SessionMatcher, native_matchers
 from gateway.search.items import FoundItem, drop, result
 
 Scope = tuple[str, str, str]  # (app_id, project_id, session_id)
@@ -121,8 +122,7 @@ def scanned_answer(
     page: Any, foreign_scopes: AbstractSet[Scope], matchers: Mapping[str, SessionMatcher],
 ) -> tuple[bytes, int]:
     """`python_answer`'s result for a page read by the C scanner."""
-    natives = {sid: m.native for sid, m in matchers.items() if m.native is not None}
-    return render_scanned(page, foreign_scopes, natives)
+    return render_scanned(page, foreign_scopes, native_matchers(matchers))
 
 
 def render_scanned(page: Any, foreign_scopes: AbstractSet[Scope], natives: dict[str, Any]

@@ -108,6 +108,11 @@ def _native(by_name: dict[str, list[dict[str, str]]], probe: bool = True) -> Any
 EMPTY = SessionMatcher(-1, FilenameMatcher(()), {})
 
 
+def native_matchers(matchers: Mapping[str, SessionMatcher]) -> dict[str, Any]:
+    """The sessions' C matchers, by session, as the page scanner's render takes them."""
+    return {sid: m.native for sid, m in matchers.items() if m.native is not None}
+
+
 class Lookup(tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]]):
     """(scopes of the sessions owned by someone else, a matcher per own session); `natives`
     holds the own sessions' C matchers, by session, as the page scanner's render takes them
@@ -118,7 +123,7 @@ class Lookup(tuple[frozenset[tuple[str, str, str]], Mapping[str, SessionMatcher]
     def __new__(cls, foreign: frozenset[tuple[str, str, str]],
                 matchers: Mapping[str, SessionMatcher]) -> Lookup:
         made = super().__new__(cls, (foreign, matchers))
-        made.natives = {sid: m.native for sid, m in matchers.items() if m.native is not None}
+        made.natives = native_matchers(matchers)
         return made
 
 
