@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -42,6 +43,7 @@ from gateway.identity.auth import Authenticator
 from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
+from gateway.inprocess import PREAUTHENTICATED, Answer, call
 from gateway.limits.classes import OWNED, owned_classes
 from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
@@ -312,10 +314,12 @@ class Gateway:
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
             return
-        principal = await self.services.authenticator.principal_for(
-            (header(scope, b"authorization") or b"").decode("latin-1"),
-            (header(scope, b"x-api-key") or b"").decode("latin-1"),
-        )
+        principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/inprocess.py)
+        if principal is None:
+            principal = await self.services.authenticator.principal_for(
+                (header(scope, b"authorization") or b"").decode("latin-1"),
+                (header(scope, b"x-api-key") or b"").decode("latin-1"),
+            )
         if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
             scope[PRINCIPAL_KEY] = principal
             scope["user_id"] = principal.user_id
@@ -336,6 +340,12 @@ class Gateway:
             return
         scope[ROUTE_KEY] = PROXY_ROUTE
         await self.services.proxy(scope, receive, send, user, request_id)
+
+    async def call_as(self, principal: Principal, method: str, path: str,
+                      **options: Any) -> Answer:
+        """`method path` served to `principal` in process, as if it had sent its credential:
+        the door the MCP tools and the console use into the REST routes' rules."""
+        return await call(self, principal, method, path, **options)
 
     def add_route(self, route: BaseRoute) -> None:
         """Serve `route` before every other owned route (tests add failing ones)."""
