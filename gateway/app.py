@@ -381,7 +381,7 @@ class Gateway:
         """The matched owned route: its scope and limits checked, then `app` run."""
         scope[ROUTE_KEY] = route.path  # type: ignore[attr-defined]
         principal = scope.get(PRINCIPAL_KEY)
-        if principal is not None and principal.kind != "admin":
+        if principal is not None:
             _admit(principal, scope["method"], route)
         if self.limiter.enabled:
             await self.limiter.admit(scope, self._owned_classes.get(
@@ -415,8 +415,10 @@ async def _write_usage(svc: Services, interval: float) -> None:
 def _admit(principal: Principal, method: str, route: BaseRoute) -> None:
     """An owned route's scope check; a service key must have said whom it acts for, except on
     an engine path, whose handler takes the user from the route's user field."""
+    # Admin keys honour their scopes like every credential (SPEC §17): a `read` admin key
+    # reads the admin API and changes nothing.
     acting.require_scope(principal, method in ("GET", "HEAD") or getattr(route, "reads", False))
-    if not getattr(route, "names_user_in_body", False):
+    if principal.kind != "admin" and not getattr(route, "names_user_in_body", False):
         acting.require_acting_user(principal)
 
 

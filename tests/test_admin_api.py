@@ -130,3 +130,22 @@ async def test_every_admin_action_is_in_the_audit_log(
     second = (await ops.get("/admin/audit", params={"cursor": first["nextCursor"]})).json()
     assert [e["action"] for e in first["items"] + second["items"]] == ["keys.create",
                                                                         "keys.revoke"]
+
+
+async def test_a_read_only_admin_key_reads_the_admin_api_and_changes_nothing(
+    app: Gateway, settings: Settings, ops: httpx.AsyncClient
+) -> None:
+    victim = (await ops.post("/admin/keys", json={"userId": "zed"})).json()
+    auditor = create_key(settings, "auditor", kind="admin", scopes="read")
+    async with client_for(app, auditor) as reader:
+        assert (await reader.get("/admin/keys")).status_code == 200
+        assert (await reader.get("/admin/audit")).status_code == 200
+        refused = [await reader.post("/admin/keys", json={"userId": "mallory", "kind": "service"}),
+                   await reader.delete(f"/admin/keys/{victim['id']}"),
+                   await reader.delete("/admin/users/zed")]
+    for answer in refused:
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["error"]["code"] == "insufficient_scope"
+    assert (await ops.get(f"/admin/keys/{victim['id']}")).json()["state"] == "active"
+    listed = (await ops.get("/admin/keys")).json()["items"]
+    assert "mallory" not in {key["userId"] for key in listed}
