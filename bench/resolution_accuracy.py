@@ -9,7 +9,9 @@ docs/resolution.md. `--round N` limits it to one round of rows (1: written befor
 was read; 2, 3: written after the redesign, each measured once before anything was changed; 4:
 found silently wrong in review, added with their fix; 5: every position of the version chain,
 written from issue 25 before the resolver was read; 6: written after round 5 passed, measured
-once before any change; 7: found while fixing round 6, added with their fix).
+once before any change; 7: found while fixing round 6, added with their fix; 8: the ordinal
+"the first one" beside a version chain and a negated cell with a count of the rest, written from
+issue 55 before the resolver was read again).
 
     .venv/bin/python bench/resolution_accuracy.py [--round N] [--misses]
 """
@@ -32,7 +34,7 @@ VERDICTS = ("right", "asked", "silent_wrong", "wrong_mode")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--round", type=int, choices=(1, 2, 3, 4, 5, 6, 7))
+    parser.add_argument("--round", type=int, choices=(1, 2, 3, 4, 5, 6, 7, 8))
     parser.add_argument("--misses", action="store_true", help="list every row not answered right")
     args = parser.parse_args()
     rows = [c for c in CASES if args.round is None or c.round == args.round]

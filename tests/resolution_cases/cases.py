@@ -23,6 +23,7 @@ from .scenes import (
     select_nodes,
     story,
     upload,
+    with_chain,
     with_results,
 )
 
@@ -746,7 +747,68 @@ add(K, S2, None, "倒数第三个 version", "the 第三版", "上上輪的那張
 add(K, S4, None, "the 第五版", "五個版本之前")
 add(K, M1, None, "the 最新的 one", "第一次 generate 的那张")
 
+# =============================================================================================
+# Round 8 (issue 55): two classes of confident wrong answer found on held-out text, written from
+# the issue before the resolver was read again, with near misses that must keep their answers.
+ROUND = 8
+FIRST_ONE = ("第一张", "头一张", "第一張", "頭一張", "the first one", "the 1st", "the first image",
+             "把第一张调亮一点", "make the first one brighter", "頭一張再亮一點", "first 那张",
+             "第一个 image", "the 头一张", "頭一張 please")
+
+# "the first one" where the conversation is a version chain: the chain's first version (its
+# root), unless a turn of several results makes "the first of them" fit as well (then ask); on a
+# canvas, ordinals count the canvas
+K = "ordinal_chain"
+add(K, CH4, ("v0",), *FIRST_ONE)
+add(K, CH2, ("v0",), "第一张", "the first one", "頭一張", "first 那張")
+add(K, S4, ("o",), "第一张", "头一张", "第一張", "the first one", "the 1st", "the 第一张")
+add(K, CH4, ("v0",), "第一版", "the first version", "原图")  # near misses: the chain's words
+add(K, CH4, ("v1",), "第一次生成的", "the first generated version")
+add(K, CH4, ("v3",), "再亮一点", "make it brighter", modes=MEMORY)
+add(K, CH4, None, "第三张", "第二张", "the second one", "第二個")  # no set to count: ask
+add(K, RES4, r(1), "头一张", "頭一張", "the first one", "the 1st", "first 那个")  # no chain
+for scene in (M1, M3, story("t1", "t2a t2b t2c", "t3<t2b", name="story:o,t1,t2abc,t3")):
+    add(K, scene, None, "第一张", "头一张", "第一張", "頭一張", "the first one", "the 1st",
+        "first 那张", "第一个 image")  # the root and the first of the turn's results both fit
+add(K, M1, ("t1a",), "the first result", "第一个结果", "第一個結果", "the first variant",
+    "你生成的第一张", "first 那个 result")
+add(K, M1, ("t1b",), "第二张", "the second one")
+add(K, M1, ("o",), "第一版", "the first version", "the original")
+add(K, M3, ("t4a",), "the first variant", "上一轮的第一张", "上一轮的 first one")
+add(K, M3, ("t4c",), "第三张", "the third one")
+R3_CHAIN = with_chain(R3, 4)
+add(K, R3_CHAIN, a(1), "第一张", "头一张", "頭一張", "the first one", "the 1st", "first 那张")
+add(K, R3_CHAIN, a(2), "第二张", "the second one")
+add(K, R3_CHAIN, ("v0",), "原图", "the original", "第一版")
+add(K, with_results(R3, 4), a(1), "第一张", "the first one", "头一张")
+
+# a negated cell with a count of the rest: the count must agree with the set it names
+K = "exclusion_count"
+TL_REST = ("r1c2", "r2c1", "r2c2")
+add(K, G2, TL_REST, "除了左上角那张，其他三张都调亮", "除了左上角那张，其他三张",
+    "除了左上角的，其他三个",
+    "除了左上角那張，其他三張", "除了左上角那張，其他三張都調亮",
+    "all but the top-left, the other three brighter", "all but the top-left, the other three",
+    "except the top-left one, make the other three brighter",
+    "除了 top-left 的，其他三个", "除了 top-left 那张，其他三张调亮",
+    "all but the 左上角, the other three", "除了左上角那张，other three 调亮")
+add(K, G2, ("r1c1", "r1c2", "r2c1"), "除了右下角那张，其他三张", "除了右下角那張，其他三張",
+    "all but the bottom-right, the other three", "除了 bottom-right 的，其他三个")
+add(K, G2, None, "除了左上角那张，其他两张都调亮", "除了左上角那張，其他兩張",
+    "除了左上角，其他四张",
+    "all but the top-left, the other two", "all but the top-left, the other four",
+    "除了 top-left 的，其他两个")  # the count disagrees with the set: ask
+add(K, G2, TL_REST, "除了左上角那张", "除了左上角那张，其他都调亮", "all but the top-left",
+    "除了左上角那張", "除了 top-left 的")  # near misses: no count
+add(K, G2, ("r1c1", "r1c2", "r2c1", "r2c2"), "这四张都调亮", "all four", "這四張都")
+add(K, G2, ("r1c1",), "左上角那张", "the top-left one", "top-left 那张")
+add(K, R5, a(1, 3, 4, 5), "除了第二张，其他四张", "all but the second, the other four")
+add(K, R5, None, "除了第二张，其他三张", "all but the second, the other three")
+add(K, R4, a(1, 2, 3), "除了最后一张，其他三张都调亮", "all but the last, the other three")
+add(K, G3, tuple(cell(k) for k in range(1, 10) if k != 5), "除了中间那张，其他八张")
+add(K, RES4, r(2, 3, 4), "除了第一个，其他三个", "all but the first, the other three")
+
 KINDS = ["script_numerals", "mixed_language", "row_column", "from_either_end", "sets",
          "lists_exclusions", "version_chain", "turn_results", "selection", "priority", "negation",
          "nonexistent", "partial", "chain_back", "chain_forward", "chain_middle", "chain_redirect",
-         "chain_turns", "chain_outside"]
+         "chain_turns", "chain_outside", "ordinal_chain", "exclusion_count"]

@@ -142,6 +142,13 @@ def chain_on_canvas(length: int) -> Scene:
     return replace(base, name=f"chain{length}+canvas", nodes=(Node("nv", latest, 0, 0),))
 
 
+def with_chain(scene: Scene, length: int) -> Scene:
+    """``scene``'s canvas in a conversation whose focus is a version chain v0..v{length-1}."""
+    versions = tuple(f"v{i}" for i in range(length))
+    return replace(scene, name=f"{scene.name}+chain{length}", chain=versions,
+                   results=(versions[-1],))
+
+
 def story(*turns: str, name: str | None = None) -> Scene:
     """A conversation's version chain by turns: the upload ``o``, then one turn per argument.
 
