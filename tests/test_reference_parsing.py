@@ -193,3 +193,26 @@ def test_references_are_ordered_disjoint_spans_of_the_normalised_text(text: str)
         assert ref.index is None or ref.index != 0
         assert ref.count is None or ref.count > 1
         assert ref.describe()
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [("除了左上角那张，其他三张", 3), ("除了左上角，其他四张", 4), ("除了左上角那張，其他兩張", 2),
+     ("all but the top-left, the other three", 3), ("除了 top-left 的，other two 调亮", 2),
+     ("除了左上角那张，其他都调亮", None), ("all but the top-left, the others", None)],
+)  # fmt: skip
+def test_an_exclusion_with_a_count_of_the_rest_reads_both(text: str, count: int | None) -> None:
+    # issue 55: the excluded place is read even bare ("除了左上角，", "all but the top-left,"),
+    # and "the other three" keeps its count, which the resolver checks against what is left
+    refs = parse_references(text).references
+    assert [(r.kind, r.value, r.role) for r in refs if r.kind != "batch"] == [
+        ("position", "top-left", "excluded"), ("complement", "other", "target")
+    ]
+    (other,) = [r for r in refs if r.kind == "complement"]
+    assert other.count == count
+
+
+@pytest.mark.parametrize("text", ["头一张", "頭一張", "the 头一张", "头一幅图"])
+def test_tou_yi_zhang_is_the_first(text: str) -> None:
+    (ref,) = parse_references(text).references
+    assert (ref.kind, ref.index) == ("ordinal", 1)

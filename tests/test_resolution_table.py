@@ -15,7 +15,7 @@ from opencc_purepy import OpenCC
 from gateway.resolution.resolver import ResolutionInput, resolve_targets
 from tests.resolution_cases import CASES, KINDS, Case
 from tests.resolution_cases.harness import resolution_input, verdict
-from tests.resolution_cases.scenes import Scene, row, with_results
+from tests.resolution_cases.scenes import Scene, grid, row, story, with_results
 
 _SIMPLIFIED = OpenCC("t2s")
 
@@ -197,3 +197,23 @@ def test_content_words_leave_the_focus_in_place(text: str) -> None:
     decision = resolve_targets(resolution_input(scene, text))
     answer = (decision.mode, decision.target_asset_ids)
     assert answer == ("working_memory", ("r1",)), decision.reason
+
+
+@pytest.mark.parametrize(
+    ("scene", "text", "candidates"),
+    [
+        # "the first one" fits the chain's first version and the first of the turn's results
+        (story("t1a t1b t1c"), "the first one", ("o", "t1a")),
+        (story("t1", "t2a t2b t2c", "t3<t2b"), "头一张", ("o", "t2a")),
+        # the count of the rest disagrees with what the exclusion leaves: those are offered
+        (grid(2, 2), "除了左上角那张，其他两张都调亮", ("r1c2", "r2c1", "r2c2")),
+        (grid(2, 2), "all but the top-left, the other four", ("r1c2", "r2c1", "r2c2")),
+    ],
+)
+def test_a_question_offers_the_readings_that_fit(
+    scene: Scene, text: str, candidates: tuple[str, ...]
+) -> None:
+    # issue 55: where both readings fit, the clarification lists exactly them as tied
+    decision = resolve_targets(resolution_input(scene, text))
+    assert (decision.mode, decision.needs_clarification) == ("clarification", True)
+    assert decision.tied_candidate_ids == candidates

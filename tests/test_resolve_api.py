@@ -224,8 +224,13 @@ async def test_batch_and_ordinals_count_the_last_multi_result_in_registration_or
     assert last["targetAssetIds"] == [third]
     single = await chat.asset("single", parents=[second])
     await chat.results(single)
-    still = await chat.resolve("第一张")  # the newest multi-asset turn still counts
-    assert still["targetAssetIds"] == [first]
+    # "第一张" fits the newest multi-asset turn's first and the first version of the image in
+    # focus (single's root): both readings fit, so it asks
+    both = await chat.resolve("第一张")
+    assert (both["resolutionMode"], both["needsClarification"]) == ("clarification", True)
+    assert set(both["candidateAssetIds"]) == {first, second}
+    still = await chat.resolve("第三张")  # the newest multi-asset turn still counts
+    assert still["targetAssetIds"] == [third]
     everything = await chat.resolve("all of them")
     assert everything["targetAssetIds"] == [first, second, third]
 

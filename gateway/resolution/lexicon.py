@@ -217,15 +217,18 @@ BATCH_EN: tuple[tuple[str, int | None, bool, bool], ...] = (
 
 COMPLEMENT_ZH: tuple[tuple[str, bool], ...] = (
     (f"另(?:一|外)一?(?:张|幅|个){ZH_NOUN}?|另外那张|剩下那张|剩下的那张", False),
-    (f"(?:其他|其余|剩下)的?(?:{ZH_NOUNS}|几张|张|那几张)?|别的(?:{ZH_NOUNS}|几张|那几张)", True),
+    (f"(?:其他|其余|剩下)的?(?:(?P<count>{BATCH_NUM})(?:张|幅|个){ZH_NOUN}?|{ZH_NOUNS}|几张|张|那几张)?"
+     f"|别的(?:{ZH_NOUNS}|几张|那几张)", True),
 )
 COMPLEMENT_EN: tuple[tuple[str, bool], ...] = (
     ("the other (?:one|image|picture|photo)|the remaining (?:one|image|picture)", False),
     (
-        rf"the other (?:ones|images|pictures|photos|{EN_COUNT})|the others"
+        r"the other (?:ones|images|pictures|photos)|the others"
         r"|the rest(?: of them)?|the remaining (?:ones|images|pictures)",
         True,
     ),
+    # "the other three": the count must agree with what is left
+    (rf"(?:the )?(?:other|remaining) (?P<count>{EN_COUNT})(?: {EN_NOUN})?", True),
 )
 
 # Negation cues: "pre" cues exclude the next reference(s) in their clause, "post" cues the one(s)

@@ -163,6 +163,13 @@ def _position_patterns() -> list[Pattern]:
         rf"\bthe\s+(?P<pos>{en_pos})(?:[\s-]*most)?(?:\s+{EN_IMAGE})?(?=\s+(?:in|of|on)\s+the\b)",
         r"\b(?:the\s+)?(?:four\s+)?(?P<pos>corners)\b(?:\s+(?:ones|images|pictures|photos))?",
     ]
+    # a bare place right after an exclusion cue: "除了左上角，…", "all but the top-left, …"
+    excluded = (
+        r"(?:(?<=除了)|(?<=除去)|(?<=除开)|(?<=\bbut )|(?<=\bexcept )|(?<=\bexcept for )"
+        r"|(?<=\bexcluding )|(?<=\bother than )|(?<=\bapart from ))"
+        rf"\s*(?:the\s+)?(?P<pos>{zh_pos}|{en_pos})(?:的)?(?=\s*(?:$|[,.;:!?，。；：！？、]))"
+    )
+    zh.append(excluded)
     patterns = [Pattern("position", "", _compile(p), 5) for p in zh]
     patterns += [Pattern("position", "", re.compile(p), 5) for p in en]
     return patterns
@@ -253,6 +260,7 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"第(?P<n>{NUM}){noun}", None),
         (rf"第(?P<n>{NUM})(?=$|[\s,.;:!?，。；：！？、]|和|与|跟|或|也|都)", None),
         (rf"最后(?:一|那|这)?{noun}|最后面的?那?{noun}", -1),
+        (rf"头一{noun}", 1),  # "头一张", "頭一張": the first
         (rf"最后的?(?P<last>{BATCH_NUM})(?:张|个|幅)", None),
         (rf"(?<![之以然最])前(?P<first>{BATCH_NUM})(?:张|个|幅)", None),
         (rf"(?<![之以然最])后(?P<last>{BATCH_NUM})(?:张|个|幅)", None),
@@ -313,7 +321,8 @@ def _ordinal_patterns() -> list[Pattern]:
         (rf"第(?P<n>{NUM})(?:个|张|幅)?\s*(?:{RESULT_HEAD_ZH}|{RESULT_HEAD_EN}\b)", None),
         (rf"倒数第(?P<rev>{NUM})(?:个|张|幅)?(?:{RESULT_HEAD_ZH})", None),
         (rf"最后一?(?:个|张|幅)?(?:{RESULT_HEAD_ZH})", -1),
-        (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:个|张)?\s*(?:{RESULT_HEAD_ZH})", None),
+        (rf"\b(?P<ord>{EN_ORD}|last)\s*(?:的)?\s*(?:那|这)?一?(?:个|张)?\s*"
+         rf"(?:{RESULT_HEAD_ZH}|{RESULT_HEAD_EN}\b)", None),
         (rf"\b(?:the\s+)?(?P<ord>{EN_ORD}|last)[\s-]+{RESULT_HEAD_EN}\b", None),
         (rf"\b(?:the\s+)?(?P<list>(?:{EN_ORD})(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?"
          rf"(?:{EN_ORD}|last)){{1,9}})\s+{RESULT_HEAD_EN}\b", None),

@@ -278,6 +278,9 @@ def _by_text(scene: Scene, excluded: set[str]) -> Decision | None:
         rest = [i for i in pool if i not in excluded and i not in targets and i not in current]
         if not rest:
             return _clarify(scene, excluded, "The text refers to the other image but none is left.")
+        if ref.count and ref.count != len(rest):  # "除了左上角那张，其他两张" of four
+            return _clarify(scene, excluded, f"The text counts {ref.count} other images but "
+                                             f"{image_count(len(rest))} are left.", rest)
         if len(rest) > 1 and not ref.plural:
             return _clarify(
                 scene,

@@ -351,6 +351,9 @@ def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
         ]
     elif scene.inp.last_multi_result_ids or scene.inp.latest_result_ids:
         group = scene.inp.last_multi_result_ids or scene.inp.latest_result_ids
+        first = _first_version(scene, ref, group)
+        if first is not None:
+            return first
         sequence = [i if i in scene.inp.assets else None for i in group]
     else:
         return Match(problem=f"the text refers to {ref.describe()} but there is nothing to count")
@@ -363,6 +366,20 @@ def _resolve_ordinal(scene: Scene, ref: Reference) -> Match:
     if any(i is None for i in picked):
         return Match(problem=f"{ref.describe()} is not a registered asset")
     return Match(unique_ids(picked))
+
+
+def _first_version(scene: Scene, ref: Reference, group: tuple[str, ...]) -> Match | None:
+    """ "the first one" with no canvas, in a chat whose image in focus is a version chain: the
+    chain's first version (its root), not the first of a one-image result; when a turn of several
+    results makes "the first of them" fit as well, both readings tie (the text asks)."""
+    if ref.index != 1 or (ref.count or 1) != 1:
+        return None
+    roots = unique_ids(scene.root(a) for a in scene.anchors if scene.root(a) != a)
+    if not roots:
+        return None  # no chain: the first of the turn's results
+    if len(scene.known(scene.inp.last_multi_result_ids)) > 1:
+        return Match(unique_ids([*roots, *scene.known(group[:1])]), tied=True)
+    return Match(roots, tied=len(roots) > 1)
 
 
 def _resolve_chain(scene: Scene, ref: Reference, several: bool) -> Match:

@@ -762,20 +762,21 @@ K = "ordinal_chain"
 add(K, CH4, ("v0",), *FIRST_ONE)
 add(K, CH2, ("v0",), "第一张", "the first one", "頭一張", "first 那張")
 add(K, S4, ("o",), "第一张", "头一张", "第一張", "the first one", "the 1st", "the 第一张")
-add(K, CH4, ("v0",), "第一版", "the first version", "原图")  # near misses: the chain's words
-add(K, CH4, ("v1",), "第一次生成的", "the first generated version")
-add(K, CH4, ("v3",), "再亮一点", "make it brighter", modes=MEMORY)
-add(K, CH4, None, "第三张", "第二张", "the second one", "第二個")  # no set to count: ask
+# near misses: the chain's own words, no reference, and ordinals with no set to count (ask)
+add(K, CH4, ("v0",), "最初的版本", "第一個版本", "the original one", "原图吧")
+add(K, CH4, ("v1",), "第一次生成的")
+add(K, CH4, ("v3",), "再亮一點", "make this brighter", modes=MEMORY)
+add(K, CH4, None, "第二张", "the second one", "第二個", "the third one")
 add(K, RES4, r(1), "头一张", "頭一張", "the first one", "the 1st", "first 那个")  # no chain
 for scene in (M1, M3, story("t1", "t2a t2b t2c", "t3<t2b", name="story:o,t1,t2abc,t3")):
     add(K, scene, None, "第一张", "头一张", "第一張", "頭一張", "the first one", "the 1st",
         "first 那张", "第一个 image")  # the root and the first of the turn's results both fit
 add(K, M1, ("t1a",), "the first result", "第一个结果", "第一個結果", "the first variant",
-    "你生成的第一张", "first 那个 result")
-add(K, M1, ("t1b",), "第二张", "the second one")
-add(K, M1, ("o",), "第一版", "the first version", "the original")
+    "你生成的第一張", "first 那个 result")
+add(K, M1, ("t1b",), "第二張", "the second one")
+add(K, M1, ("o",), "第一版", "the first version", "原图")
 add(K, M3, ("t4a",), "the first variant", "上一轮的第一张", "上一轮的 first one")
-add(K, M3, ("t4c",), "第三张", "the third one")
+add(K, M3, ("t4c",), "第三張", "the third one")
 R3_CHAIN = with_chain(R3, 4)
 add(K, R3_CHAIN, a(1), "第一张", "头一张", "頭一張", "the first one", "the 1st", "first 那张")
 add(K, R3_CHAIN, a(2), "第二张", "the second one")
