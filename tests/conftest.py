@@ -34,7 +34,7 @@ from gateway.app import Gateway, create_app
 from gateway.attachments import fetch_guard
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.ids import now_ms
+from gateway.store.ids import now_ms
 from gateway.store.database import is_postgresql, migrate
 from tests import databases, postgres_server
 from tests.fake_dns import SUITE_DNS

@@ -16,10 +16,10 @@ from gateway.app import create_app
 from gateway.attachments.files import FileStore, create_file_store
 from gateway.attachments.leases import gone_here, this_process
 from gateway.config import Settings
-from gateway.ids import now_ms
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, database_for
+from gateway.store.ids import now_ms
 from tests.attachment_helpers import PNG, rows, stored_bytes, stored_files
 from tests.conftest import on_both_stores
 
