@@ -112,6 +112,7 @@ def dead_owner_here() -> str:
     return "/".join([token[0], proc.stdout.strip(), "1", "deadbeef"])
 
 
+@pytest.mark.processes
 async def test_recovery_settles_only_intents_whose_owner_is_gone(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
@@ -169,6 +170,7 @@ async def test_a_serving_gateway_renews_its_leases_and_settles_lapsed_ones(
         settings, "SELECT DISTINCT session_id FROM memory_attachments")] == ["s-other"]
 
 
+@pytest.mark.processes
 def test_an_owner_is_gone_here_only_when_its_process_is() -> None:
     assert gone_here(dead_owner_here())
     assert not gone_here(this_process())
