@@ -1,4 +1,4 @@
-"""Cost of the connection guard (gateway/connections.py) per request, in one process.
+"""Cost of the connection guard (gateway/serving/connections.py) per request, in one process.
 
 Drives uvicorn's httptools protocol and the guarded one alike with keep-alive requests over an
 in-memory transport, each answered by a minimal ASGI app on uvloop; rounds alternate, and so
@@ -26,7 +26,7 @@ import uvicorn  # noqa: E402
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: E402
 from uvicorn.server import ServerState  # noqa: E402
 
-from gateway.connections import ConnectionCounts, guarded_protocol  # noqa: E402
+from gateway.serving.connections import ConnectionCounts, guarded_protocol  # noqa: E402
 
 REQUEST = (b"POST /api/v2/memory/get HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json"
            b"\r\nAuthorization: Bearer x\r\nContent-Length: 2\r\n\r\n{}")

@@ -3,10 +3,10 @@
 The pass-through benchmarks (bench/passthrough.py, bench/passthrough_alt.py) time real processes
 and swing by ±15 % between rounds on a shared 2-core host, so a change worth 1–3 % of a
 request's CPU cannot be seen there. This one drives the whole serving stack in one process —
-the protocol `serve` runs (gateway/connections.py, gateway/protocol.py) with an in-memory client
-transport, the app, and the native upstream client with an upstream transport that answers at
-once — and counts the instructions it executes under `valgrind --tool=callgrind`. Two runs of
-different lengths are subtracted, so start-up cancels out:
+the protocol `serve` runs (gateway/serving/connections.py, gateway/serving/protocol.py) with an
+in-memory client transport, the app, and the native upstream client with an upstream transport
+that answers at once — and counts the instructions it executes under `valgrind --tool=callgrind`.
+Two runs of different lengths are subtracted, so start-up cancels out:
 
     instructions per request = (I(n2) - I(n1)) / (n2 - n1)
 
@@ -188,7 +188,7 @@ async def serve_requests(total: int, access_log: bool, route: str = "get") -> No
     from gateway import logs
     from gateway.app import create_app
     from gateway.config import Settings
-    from gateway.connections import uvicorn_options
+    from gateway.serving.connections import uvicorn_options
     from tests.conftest import create_key
 
     loop = asyncio.get_running_loop()

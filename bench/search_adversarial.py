@@ -50,11 +50,11 @@ from harness import ROOT, fast_upstream, gateway  # noqa: E402
 from search_cost import ATTACHMENTS, engine_json, filename, search_page  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from gateway import jsonio  # noqa: E402
 from gateway.search import page_scan  # noqa: E402
 from gateway.search.answers import python_answer, scanned_answer  # noqa: E402
 from gateway.search.index import SessionMatcher, _build  # noqa: E402
 from gateway.search.items import find_items  # noqa: E402
+from gateway.serving import jsonio  # noqa: E402
 
 WITHIN = 2.0
 SESSION = "bench-session-0"

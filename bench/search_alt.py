@@ -270,11 +270,11 @@ def page_cost(repeat: int = 7, number: int = 200) -> dict[str, float]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from search_cost import ATTACHMENTS, SESSIONS, filename, page_bytes
 
-    from gateway import jsonio
     from gateway.search import page_scan
     from gateway.search.answers import python_answer, scanned_answer
     from gateway.search.index import _build
     from gateway.search.items import find_items
+    from gateway.serving import jsonio
 
     body = page_bytes()
     rows = {

@@ -36,9 +36,9 @@ def main(which: str) -> int:
     if which == "twowrites":
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-        import gateway.protocol
+        import gateway.serving.protocol
 
-        gateway.protocol.OneWriteProtocol = HttpToolsProtocol  # type: ignore[misc,assignment]
+        gateway.serving.protocol.OneWriteProtocol = HttpToolsProtocol  # type: ignore[misc,assignment]
     elif which == "asyncio":
         cli._run_async = asyncio.run
     elif which == "granian":

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.app import create_app  # noqa: E402
 from gateway.config import Settings  # noqa: E402
 from gateway.identity.auth import generate_key, hash_secret  # noqa: E402
-from gateway.ids import now_ms  # noqa: E402
 from gateway.store.database import migrate  # noqa: E402
+from gateway.store.ids import now_ms  # noqa: E402
 from gateway.upstream.flavors import flavor_for  # noqa: E402
 from gateway.userdata.export import export_archive  # noqa: E402
 from tests import postgres_server  # noqa: E402

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import re
 import time
 from collections.abc import AsyncIterator
@@ -22,7 +21,6 @@ import httpx
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.asgi import ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
@@ -43,18 +41,19 @@ from gateway.identity.auth import Authenticator
 from gateway.identity.jwt import JwtVerifier
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY, Principal, require_admin
-from gateway.inprocess import PREAUTHENTICATED, Answer, call
 from gateway.limits.classes import OWNED, owned_classes
 from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
-from gateway.llm import LlmClient
+from gateway.llm.client import LlmClient
 from gateway.logs import AccessLog
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
-from gateway.route_index import RouteIndex
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
+from gateway.serving.asgi import ClientDisconnected, header, new_request_id, send_error
+from gateway.serving.inprocess import PREAUTHENTICATED, Answer, call
+from gateway.serving.route_index import RouteIndex
 from gateway.store import agents, user_rows
 from gateway.store import attachments as attachment_store
 from gateway.store.database import database_for
@@ -73,15 +72,6 @@ log = logging.getLogger("gateway")
 access_log = AccessLog()
 ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
 _CLIENT_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
-# Request ids: 96 random bits from a generator seeded from the OS, reseeded in every forked
-# worker; not `os.urandom` per request, a system call on every request.
-_request_ids = random.Random()
-os.register_at_fork(after_in_child=_request_ids.seed)
-
-
-def new_request_id() -> str:
-    """A fresh request id (96 random bits in hex), for a request that did not bring one."""
-    return f"{_request_ids.getrandbits(96):024x}"
 ADMIN_PREFIX = "/admin"
 
 class Gateway:
@@ -144,7 +134,7 @@ class Gateway:
         self._usage_upkeep: asyncio.Task[None] | None = None
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
-        self._index = RouteIndex(self.routes)
+        self._index = RouteIndex(self.routes, OWNED_PREFIXES)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -314,7 +304,7 @@ class Gateway:
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
             return
-        principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/inprocess.py)
+        principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/serving/inprocess.py)
         if principal is None:
             principal = await self.services.authenticator.principal_for(
                 (header(scope, b"authorization") or b"").decode("latin-1"),
@@ -350,7 +340,7 @@ class Gateway:
     def add_route(self, route: BaseRoute) -> None:
         """Serve `route` before every other owned route (tests add failing ones)."""
         self.routes.insert(0, route)
-        self._index = RouteIndex(self.routes)
+        self._index = RouteIndex(self.routes, OWNED_PREFIXES)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send, path: str) -> bool:
         """Run the owned route for this request; False when the path is not the gateway's."""

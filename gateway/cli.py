@@ -53,13 +53,13 @@ def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
                     guard: ServerSettings | None = None) -> Any:
     """A uvicorn server for `app`; with `guard`, client connections are held to its header
-    timeout and connection caps (gateway/connections.py)."""
+    timeout and connection caps (gateway/serving/connections.py)."""
     import uvicorn
 
-    from gateway.connections import uvicorn_options
-    from gateway.protocol import OneWriteProtocol
+    from gateway.serving.connections import uvicorn_options
+    from gateway.serving.protocol import OneWriteProtocol
 
-    # httptools, a small answer's head and body in one write (gateway/protocol.py); with the
+    # httptools, a small answer's head and body in one write (gateway/serving/protocol.py); with the
     # guard, also the header timeout, the cap on a head's size and the connection caps.
     options: dict[str, Any] = {"http": OneWriteProtocol}
     if guard is not None:
@@ -78,6 +78,18 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
         server_header=False,
     )
     return uvicorn.Server(config)
+
+
+def _gateway_app(settings: Settings) -> Any:
+    from gateway.app import create_app  # imported where it serves: a worker, after the fork
+
+    return create_app(settings)
+
+
+def _dev_engine_app(database: str) -> Any:
+    from gateway.devengine.app import create_dev_engine
+
+    return create_dev_engine(database)
 
 
 class ListenError(Exception):
@@ -496,17 +508,20 @@ def _main(argv: list[str] | None) -> int:
             if overrides:
                 settings = settings.with_values(server=overrides)
             check_dev_engine_flavor(settings)
+            from gateway.attachments.fetch_guard import FetchGuard
             from gateway.toolcalls.registry import load_registry
 
             load_registry(settings.tools.registry)  # a bad registry stops here, named
+            FetchGuard.from_settings(settings.upstream)  # and so does a bad fetchable host
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     if args.verb == "serve":
         if settings.server.workers > 1:  # forks first: no log thread or loop in the parent
-            from gateway import workers
+            from gateway.serving import workers
 
-            return workers.serve(settings, _uvicorn_server, _run_async)
+            return workers.serve(settings, _uvicorn_server, _run_async, _gateway_app,
+                                 _dev_engine_app)
         logs.configure(settings.server.log_level, settings.server.log_format)
         return serve(settings)
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT)

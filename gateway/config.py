@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.attachments.fetch_guard import FetchableHosts
 from gateway.upstream.origin import UpstreamOrigin, is_origin_form
 from gateway.upstream.routes import parse_allowed
 
@@ -546,10 +545,6 @@ def _validate(settings: Settings) -> None:
             parse_allowed(entry)
         except ValueError as exc:
             raise ConfigError(f"upstream.allow_paths: {exc}") from None
-    try:
-        FetchableHosts.parse(settings.upstream.fetchable_hosts)
-    except ValueError as exc:
-        raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
     if settings.auth.erased_users not in ERASED_USERS:
         raise ConfigError(f"auth.erased_users: expected refuse or fresh, got "
                           f"{settings.auth.erased_users!r}")

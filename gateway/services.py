@@ -17,7 +17,7 @@ from gateway.attachments.links import FileLinks
 from gateway.config import Settings
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
-from gateway.llm import LlmClient
+from gateway.llm.client import LlmClient
 from gateway.metrics import Metrics
 from gateway.search.index import AttachmentIndex
 from gateway.store import Database

@@ -11,10 +11,10 @@ import respx
 
 from gateway.attachments.s3 import split_s3_url
 from gateway.config import Settings
-from gateway.ids import new_id
 from gateway.store import attachments
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database
+from gateway.store.ids import new_id
 from tests import databases
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

@@ -15,12 +15,19 @@ started once per session on free loopback ports, a fresh prefix per test).
 
 No in-process test asks a real resolver (the machine may have no DNS): the fetch guard's names
 resolve through `SUITE_DNS` (tests/fake_dns.py).
+
+`--fast` (`scripts/test --fast`) is the edit loop: pure logic, route models and in-process
+routes on SQLite and local files. It leaves out tests/e2e/ and tests/reliability/, every test
+that uses a server fixture (PostgreSQL, S3, the OpenID provider), and every test marked
+`processes`; the both-databases and both-stores parametrisations run their SQLite and disk
+case only. A fast test that starts a process anyway fails, naming the marker it lacks.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -34,8 +41,8 @@ from gateway.app import Gateway, create_app
 from gateway.attachments import fetch_guard
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.ids import now_ms
 from gateway.store.database import is_postgresql, migrate
+from gateway.store.ids import now_ms
 from tests import databases, postgres_server
 from tests.fake_dns import SUITE_DNS
 from tests.loopback_engine import LoopbackEngine
@@ -52,6 +59,8 @@ LOOPBACK_TIMEOUT_S = 2.0
 hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
+# The edit loop tries fewer generated examples per property; the whole suite keeps the default.
+hypothesis_settings.register_profile("fast", max_examples=20, deadline=None)
 
 
 @pytest.fixture
@@ -70,6 +79,55 @@ def suite_dns() -> Iterator[None]:
 
 BACKENDS = ("sqlite", "postgresql")
 FILE_BACKENDS = ("disk", "s3")
+# What --fast leaves out: the folders of real processes and faults, and the tests that use a
+# server the suite starts (directly or through another fixture).
+SLOW_FOLDERS = ("e2e", "reliability")
+SERVER_FIXTURES = frozenset({"postgres", "postgres_database", "s3_server", "oidc"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true",
+                     help="the edit loop: in-process tests on SQLite and local files only")
+
+
+def fast(config: pytest.Config) -> bool:
+    return bool(config.getoption("--fast"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if fast(config):
+        hypothesis_settings.load_profile("fast")
+
+
+def is_slow(item: pytest.Item) -> bool:
+    folder = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+    return (folder in SLOW_FOLDERS or item.get_closest_marker("processes") is not None
+            or not SERVER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not fast(config):
+        return
+    slow = [item for item in items if is_slow(item)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not is_slow(item)]
+
+
+@pytest.fixture(autouse=True)
+def no_process_in_the_fast_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under --fast, a test that starts a process fails loudly: it belongs outside the loop."""
+    if not fast(request.config):
+        yield
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} starts a process under --fast: mark it "
+                             "@pytest.mark.processes (or use a server fixture)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", refuse)
+        yield
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -77,18 +135,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return (fixture in metafunc.fixturenames
                 and metafunc.definition.get_closest_marker(name) is not None)
 
+    quick = fast(metafunc.config)  # one case of each axis: SQLite, local files, native client
+    backends = BACKENDS[:1] if quick else BACKENDS
+    file_backends = FILE_BACKENDS[:1] if quick else FILE_BACKENDS
+    clients = UPSTREAM_CLIENTS[:1] if quick else UPSTREAM_CLIENTS
     on_databases = marked("both_databases", "database_backend")
     on_clients = marked("both_clients", "upstream_client")
     if on_databases and on_clients:  # paired, not crossed: the two layers do not meet
-        pairs = list(zip(BACKENDS, UPSTREAM_CLIENTS, strict=True))
+        pairs = list(zip(backends, clients, strict=True))
         metafunc.parametrize(("database_backend", "upstream_client"), pairs, indirect=True,
                              ids=[f"{backend}-{client}" for backend, client in pairs])
     elif on_databases:
-        metafunc.parametrize("database_backend", BACKENDS, indirect=True)
+        metafunc.parametrize("database_backend", backends, indirect=True)
     elif on_clients:
-        metafunc.parametrize("upstream_client", UPSTREAM_CLIENTS, indirect=True)
+        metafunc.parametrize("upstream_client", clients, indirect=True)
     if marked("on_both_stores", "files_backend"):
-        metafunc.parametrize("files_backend", FILE_BACKENDS, indirect=True)
+        metafunc.parametrize("files_backend", file_backends, indirect=True)
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=60)
 
 
+@pytest.mark.processes
 def test_keys_create_prints_key_last_and_stores_only_a_hash(settings: Settings) -> None:
     result = run_cli(settings, "keys", "create", "--user", "alice")
     assert result.returncode == 0, result.stderr
@@ -40,12 +41,14 @@ def test_keys_create_prints_key_last_and_stores_only_a_hash(settings: Settings) 
     assert "alice" in listed.stdout and token.split("_", 2)[2] not in listed.stdout
 
 
+@pytest.mark.processes
 def test_keys_create_refuses_an_invalid_user_id(settings: Settings) -> None:
     result = run_cli(settings, "keys", "create", "--user", "../etc")
     assert result.returncode != 0
     assert "user id" in result.stderr
 
 
+@pytest.mark.processes
 async def test_created_key_authenticates_and_revoked_key_is_401(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
@@ -73,6 +76,7 @@ async def test_wrong_secret_for_a_real_key_id_is_401(
         assert (await client.get("/health")).status_code == 401
 
 
+@pytest.mark.processes
 def test_revoking_an_unknown_key_fails(settings: Settings) -> None:
     assert run_cli(settings, "keys", "revoke", "0000000000000000").returncode == 1
 

@@ -23,6 +23,7 @@ def live_mappings(settings: Settings) -> list[Any]:
     return rows(settings, "SELECT * FROM memory_attachments WHERE deleted_at IS NULL")
 
 
+@pytest.mark.processes
 async def test_backfill_restores_missing_mappings_idempotently(
     settings: Settings, engine: respx.MockRouter, make_key
 ) -> None:

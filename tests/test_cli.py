@@ -62,6 +62,7 @@ def config(tmp_path: Path) -> Path:
     ["keys", "create", "--config", "{c}", "--user", "bob"],
     ["keys", "create", "--user", "bob", "--config", "{c}"],
 ])
+@pytest.mark.processes
 def test_config_is_taken_before_or_after_the_commands_arguments(
     tmp_path: Path, config: Path, order: list[str]
 ) -> None:
@@ -93,6 +94,7 @@ def test_every_command_lists_config_in_its_help() -> None:
             "dev-upstream", "gc", "backfill"} <= set(checked)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("verb", [["serve"], ["migrate"], ["gc"], ["doctor"], ["dev-upstream"]])
 def test_config_after_any_verb_is_read(tmp_path: Path, verb: list[str]) -> None:
     bad = tmp_path / "bad.toml"
@@ -105,12 +107,14 @@ def test_config_after_any_verb_is_read(tmp_path: Path, verb: list[str]) -> None:
     assert "no_such_key" in result.stdout + result.stderr
 
 
+@pytest.mark.processes
 def test_version_is_printed() -> None:
     result = cli(ROOT, "--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"memory-gateway {version('memory-gateway')}"
 
 
+@pytest.mark.processes
 def test_keys_commands_say_which_default_database_they_used(tmp_path: Path) -> None:
     first = cli(tmp_path, "keys", "create", "--user", "alice")
     second = cli(tmp_path, "keys", "list")
@@ -121,6 +125,7 @@ def test_keys_commands_say_which_default_database_they_used(tmp_path: Path) -> N
     assert default.exists()
 
 
+@pytest.mark.processes
 def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: Path) -> None:
     alice = cli(tmp_path, "keys", "create", "--user", "alice", "--config", str(config))
     cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config))
@@ -143,6 +148,7 @@ def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: 
     assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
 
 
+@pytest.mark.processes
 def test_output_cut_by_a_closed_pipe_ends_without_a_traceback(
     tmp_path: Path, config: Path
 ) -> None:
@@ -177,6 +183,7 @@ def without_schema(tmp_path: Path) -> Path:
     return where
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args", [["migrate"], ["keys", "create", "--user", "bob"], ["serve"]])
 def test_a_command_that_finds_no_migrations_fails_loudly(
     tmp_path: Path, without_schema: Path, args: list[str]
@@ -195,6 +202,7 @@ def test_a_command_that_finds_no_migrations_fails_loudly(
         "of memory-gateway is incomplete (reinstall it)"]
 
 
+@pytest.mark.processes
 def test_doctor_fails_when_it_finds_no_migrations(tmp_path: Path, without_schema: Path) -> None:
     db = tmp_path / "gw.db"
     sqlite3.connect(db).close()
@@ -219,6 +227,7 @@ def serve_env(tmp_path: Path, gateway_port: int, engine_port: int, upstream: str
                      MEMORY_GATEWAY_SERVER_LOG_FORMAT="text")
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("busy", ["gateway", "dev engine"])
 def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> None:
     gateway_port, engine_port = free_port(), free_port()
@@ -236,6 +245,7 @@ def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> 
     assert "running the built-in dev engine" not in result.stderr  # it never ran
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("upstream", ["dev engine", "configured"])
 def test_serve_exits_non_zero_when_start_up_fails_after_opening_the_database(
     tmp_path: Path, upstream: str
@@ -257,6 +267,7 @@ def test_serve_exits_non_zero_when_start_up_fails_after_opening_the_database(
         "error: start-up failed (the log above says why); stopped")
 
 
+@pytest.mark.processes
 def test_keys_create_prints_only_the_key_on_stdout(tmp_path: Path, config: Path) -> None:
     made = cli(tmp_path, "keys", "create", "--user", "alice", "--config", str(config))
     assert made.returncode == 0, made.stderr
@@ -264,6 +275,7 @@ def test_keys_create_prints_only_the_key_on_stdout(tmp_path: Path, config: Path)
     assert "not shown again" in made.stderr
 
 
+@pytest.mark.processes
 def test_keys_create_json_and_every_kind(tmp_path: Path, config: Path) -> None:
     service = json.loads(cli(tmp_path, "keys", "create", "--service", "--users", "tenant-a.*",
                              "--scopes", "read", "--name", "backend", "--expires-in", "1d",
@@ -289,6 +301,7 @@ def test_keys_create_json_and_every_kind(tmp_path: Path, config: Path) -> None:
     (["--user", "bob", "--expires-in", "soon"], "--expires-in"),
     (["--user", "../etc"], "user id"),
 ])
+@pytest.mark.processes
 def test_keys_create_refuses_what_it_cannot_make(
     tmp_path: Path, config: Path, args: list[str], message: str
 ) -> None:
@@ -297,6 +310,7 @@ def test_keys_create_refuses_what_it_cannot_make(
     assert message in made.stderr
 
 
+@pytest.mark.processes
 def test_cli_key_actions_are_in_the_audit_log(tmp_path: Path, config: Path) -> None:
     token = cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config)).stdout
     key_id = token.split("_")[1]
@@ -307,6 +321,7 @@ def test_cli_key_actions_are_in_the_audit_log(tmp_path: Path, config: Path) -> N
     assert all(e["admin_key_id"].startswith("cli") for e in log)
 
 
+@pytest.mark.processes
 def test_config_example_prints_the_full_configuration(tmp_path: Path) -> None:
     from gateway.config import render_example
 

@@ -1,7 +1,7 @@
-"""The connection caps' bookkeeping (gateway/connections.py); the real thing is in
+"""The connection caps' bookkeeping (gateway/serving/connections.py); the real thing is in
 tests/e2e/test_connections.py."""
 
-from gateway.connections import ConnectionCounts
+from gateway.serving.connections import ConnectionCounts
 
 
 def test_caps_count_in_all_and_per_client_and_free_on_leave() -> None:

@@ -58,6 +58,7 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.processes
 def test_a_healthy_installation_passes(tmp_path: Path, engine_url: str) -> None:
     config = write_config(tmp_path, engine_url)
     migrate(str(tmp_path / "storage" / "_gateway.db"))
@@ -71,6 +72,7 @@ def test_a_healthy_installation_passes(tmp_path: Path, engine_url: str) -> None:
     assert line(lines, "search").startswith(built)
 
 
+@pytest.mark.processes
 def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
     code, lines = doctor(write_config(tmp_path, ""))
     assert code == 0, lines
@@ -83,6 +85,7 @@ def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
     assert line(lines, "jobs").startswith("WARN") and "dev job runner" in line(lines, "jobs")
 
 
+@pytest.mark.processes
 def test_a_broken_tool_registry_fails_naming_it(tmp_path: Path) -> None:
     registry = tmp_path / "tools.json"
     registry.write_text('[{"name": "x"}]')
@@ -95,6 +98,7 @@ def test_a_broken_tool_registry_fails_naming_it(tmp_path: Path) -> None:
     assert line(lines, "jobs").startswith("OK") and "http://jobs.internal" in line(lines, "jobs")
 
 
+@pytest.mark.processes
 def test_invalid_configuration_fails(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text("[upstream]\nbase_url = 'ftp://nowhere'\n")
@@ -105,6 +109,7 @@ def test_invalid_configuration_fails(tmp_path: Path) -> None:
     assert fix_after(lines, "configuration").startswith("fix: ")
 
 
+@pytest.mark.processes
 def test_unreachable_upstream_fails_with_a_fix(tmp_path: Path) -> None:
     code, lines = doctor(write_config(tmp_path, f"http://127.0.0.1:{free_port()}"))
     assert code == 1
@@ -112,6 +117,7 @@ def test_unreachable_upstream_fails_with_a_fix(tmp_path: Path) -> None:
     assert "upstream.base_url" in fix_after(lines, "upstream")
 
 
+@pytest.mark.processes
 def test_an_upstream_without_the_engine_paths_fails_the_flavour_check(
     tmp_path: Path, engine_url: str
 ) -> None:
@@ -124,6 +130,7 @@ def test_an_upstream_without_the_engine_paths_fails_the_flavour_check(
     assert "/nowhere" in line(lines, "flavour")
 
 
+@pytest.mark.processes
 def test_a_corrupt_database_fails(tmp_path: Path) -> None:
     database = tmp_path / "storage" / "_gateway.db"
     database.parent.mkdir()
@@ -133,6 +140,7 @@ def test_a_corrupt_database_fails(tmp_path: Path) -> None:
     assert line(lines, "database").startswith("FAIL")
 
 
+@pytest.mark.processes
 def test_pending_and_unknown_migrations_are_reported(tmp_path: Path) -> None:
     database = tmp_path / "storage" / "_gateway.db"
     migrate(str(database))
@@ -151,6 +159,7 @@ def test_pending_and_unknown_migrations_are_reported(tmp_path: Path) -> None:
     assert line(lines, "migrations").startswith("FAIL") and "9999" in line(lines, "migrations")
 
 
+@pytest.mark.processes
 def test_a_storage_root_that_is_a_file_fails(tmp_path: Path) -> None:
     root = tmp_path / "not-a-folder"
     root.write_text("x")
@@ -177,6 +186,7 @@ def test_low_free_space_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert "100.0 MiB free" in space.detail and space.fix
 
 
+@pytest.mark.processes
 def test_a_flavour_the_dev_engine_cannot_speak_needs_a_base_url(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     config.write_text(config.read_text().replace("[upstream]\n", '[upstream]\nflavor = "mem0"\n'))
@@ -185,6 +195,7 @@ def test_a_flavour_the_dev_engine_cannot_speak_needs_a_base_url(tmp_path: Path) 
     assert line(lines, "upstream").startswith("FAIL") and "mem0" in line(lines, "upstream")
 
 
+@pytest.mark.processes
 def test_a_running_gateways_own_dev_engine_is_not_a_warning(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     config.write_text(config.read_text() + f"[server]\nport = {free_port()}\n")
@@ -198,6 +209,7 @@ def test_a_running_gateways_own_dev_engine_is_not_a_warning(tmp_path: Path) -> N
     assert not [text for text in lines if "already in use" in text], lines
 
 
+@pytest.mark.processes
 def test_a_dev_engine_port_held_by_something_else_warns(tmp_path: Path) -> None:
     config = write_config(tmp_path, "")
     port = int(config.read_text().split("[dev_engine]\nport = ")[1].split()[0])
@@ -211,6 +223,7 @@ def test_a_dev_engine_port_held_by_something_else_warns(tmp_path: Path) -> None:
     assert "dev_engine.port" in fix_after(lines, "dev engine")
 
 
+@pytest.mark.processes
 def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway import jsonio
 from gateway.devengine.app import create_dev_engine
 from gateway.search import page_scan
 from gateway.search.answers import python_answer
 from gateway.search.index import EMPTY, _build
 from gateway.search.items import DERIVED_CONTENT_MARKERS, EVEROS_GROUPS, find_items
+from gateway.serving import jsonio
 from tests.everos_recordings import load
 from tests.test_page_scan import agree
 

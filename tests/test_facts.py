@@ -5,8 +5,8 @@ import httpx
 import pytest
 
 from gateway.config import Settings
-from gateway.ids import now_ms
 from gateway.store.facts import is_active, says_explicitly
+from gateway.store.ids import now_ms
 from tests import databases
 from tests.test_agents import make_agent, say
 

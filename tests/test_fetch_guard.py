@@ -149,9 +149,23 @@ def test_fetchable_hosts_are_names_ports_addresses_and_networks() -> None:
                                    "http://files.internal", "files.internal:0",
                                    "files.internal:99999", "*.corp.example", "", " ", "127.1",
                                    "a b", "files internal:80"])
-def test_a_bad_fetchable_host_stops_loading_with_its_name(entry: str) -> None:
+def test_a_bad_fetchable_host_stops_the_guard_with_its_name(entry: str) -> None:
+    # The settings hold the list as written; the guard reads it (config imports no domain).
+    settings = Settings().with_values(upstream={"fetchable_hosts": [entry]})
     with pytest.raises(ConfigError, match="upstream.fetchable_hosts"):
-        Settings().with_values(upstream={"fetchable_hosts": [entry]})
+        FetchGuard.from_settings(settings.upstream)
+
+
+def test_a_bad_fetchable_host_stops_serve_and_fails_doctor(tmp_path, capsys) -> None:
+    from gateway.cli import main
+    from gateway.ops.doctor import FAIL, check_settings
+
+    config = tmp_path / "gateway.toml"
+    config.write_text('[upstream]\nfetchable_hosts = ["10.0.0.1/8"]\n')
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "upstream.fetchable_hosts" in capsys.readouterr().err
+    checks = list(check_settings(load_settings(config, {}), str(config), {}))
+    assert [c.name for c in checks if c.level == FAIL] == ["fetchable hosts"]
 
 
 def test_fetch_settings_come_from_the_file_and_the_environment(tmp_path) -> None:
@@ -163,8 +177,9 @@ def test_fetch_settings_come_from_the_file_and_the_environment(tmp_path) -> None
     settings = load_settings(None, {"MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": '["10.0.0.0/8"]'})
     assert settings.upstream.fetchable_hosts == ["10.0.0.0/8"]
     assert Settings().upstream.fetch_guard is True  # on unless switched off
+    settings = load_settings(None, {"MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": '["10.0.0.1/8"]'})
     with pytest.raises(ConfigError, match="fetchable_hosts"):
-        load_settings(None, {"MEMORY_GATEWAY_UPSTREAM_FETCHABLE_HOSTS": '["10.0.0.1/8"]'})
+        FetchGuard.from_settings(settings.upstream)
 
 
 # --- the guard ----------------------------------------------------------------------------------

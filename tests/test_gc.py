@@ -65,6 +65,7 @@ def state(settings: Settings) -> tuple[list[Path], list[tuple[str, object]]]:
     return files_under(settings.storage.root), marks
 
 
+@pytest.mark.processes
 async def test_gc_removes_orphans_marks_vanished_rows_and_spares_young_and_pending_work(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:

@@ -1,5 +1,5 @@
-"""In-process calls as an authenticated principal (gateway/inprocess.py): the seam the MCP tools
-and the console use into the REST routes, with every rule of theirs and no credential."""
+"""In-process calls as an authenticated principal (gateway/serving/inprocess.py): the seam the
+MCP tools and the console use into the REST routes, with every rule of theirs and no credential."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.labels import normalise_label
+from gateway.store.labels import normalise_label
 
 DROPPED = set(string.punctuation) - set("-_.")
 labels = st.one_of(st.none(), st.text(max_size=80),

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import jsonio
 from gateway.search import page_scan
 from gateway.search.answers import scanned_answer
 from gateway.search.index import _build
 from gateway.search.matching import FilenameMatcher, searchable_text, walk_strings
+from gateway.serving import jsonio
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),

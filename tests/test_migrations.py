@@ -53,6 +53,7 @@ def test_database_uses_wal_and_foreign_keys(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
 
 
+@pytest.mark.processes
 def test_migrate_command_applies_and_reports(tmp_path: Path) -> None:
     import subprocess
     import sys

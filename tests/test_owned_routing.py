@@ -1,6 +1,6 @@
 """The owned routes are matched among those their whole path or its first segment allows
-(gateway/route_index.py `RouteIndex`): always the route, and the method error, that trying them all
-would give."""
+(gateway/serving/route_index.py `RouteIndex`): always the route, and the method error, that
+trying them all would give."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 from starlette.routing import BaseRoute, Match, Route
 
 from gateway.config import Settings
-from gateway.route_index import RouteIndex, exact_routes, plain_routes, route_groups, route_path
 from gateway.routes import all_routes
+from gateway.serving.route_index import (
+    RouteIndex,
+    exact_routes,
+    plain_routes,
+    route_groups,
+    route_path,
+)
 from gateway.upstream.flavors import FLAVORS
 
 

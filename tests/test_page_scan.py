@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway import jsonio
 from gateway.errors import UpstreamBadResponse
 from gateway.search import page_scan
 from gateway.search.answers import python_answer, scanned_answer, session_ids
 from gateway.search.index import SessionMatcher, _build
 from gateway.search.items import find_items
+from gateway.serving import jsonio
 
 needs_scanner = pytest.mark.skipif(
     not page_scan.AVAILABLE, reason="the C page scanner (gateway/search/_pagescan_c/) was not built"

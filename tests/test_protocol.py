@@ -1,5 +1,5 @@
 """`serve`'s HTTP protocol writes a declared-length answer's head and body in one write
-(gateway/protocol.py), and otherwise answers exactly as uvicorn's own protocol does."""
+(gateway/serving/protocol.py), and otherwise answers exactly as uvicorn's own protocol does."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from gateway import header_names
-from gateway import protocol as protocol_module
-from gateway.protocol import JOIN_BELOW, OneWriteCycle
+from gateway.serving import header_names
+from gateway.serving import protocol as protocol_module
+from gateway.serving.protocol import JOIN_BELOW, OneWriteCycle
 
 JSON_HEAD = [(b"content-type", b"application/json"), (b"content-length", b"11")]
 
@@ -185,7 +185,7 @@ async def test_serve_answers_two_keep_alive_requests_with_one_write_each() -> No
     from uvicorn.server import ServerState
 
     from gateway.cli import _uvicorn_server
-    from gateway.protocol import OneWriteProtocol
+    from gateway.serving.protocol import OneWriteProtocol
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
@@ -267,7 +267,7 @@ _NAMES = [b"content-type", b"Content-Length", b"content-length", b"transfer-enco
           b"connection", b"x-request-id", b"bad name", b"bad\x00", b"x-a"]
 _VALUES = [b"application/json", b"11", b"0", b"5", b"abc", b"chunked", b"close",
            b"keep-alive, Close", b"v\tw", b"bad\r\nvalue", b"\x7f", str(JOIN_BELOW).encode()]
-# bodies written beside their head (gateway/protocol.py's JOIN_BELOW) as well as joined to it
+# bodies written beside their head (serving/protocol.py's JOIN_BELOW) as well as joined to it
 _BODIES = st.one_of(st.binary(max_size=12), st.just(b"y" * JOIN_BELOW))
 
 
@@ -351,7 +351,7 @@ async def _served(timeout_keep_alive: float = KEEP_ALIVE_S) -> tuple[Any, Served
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
-    from gateway.protocol import OneWriteProtocol
+    from gateway.serving.protocol import OneWriteProtocol
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
@@ -425,7 +425,7 @@ async def _capped() -> tuple[Any, ServedTransport, list[dict[str, Any]]]:
     from uvicorn.config import Config
     from uvicorn.server import ServerState
 
-    from gateway.connections import ConnectionCounts, guarded_protocol
+    from gateway.serving.connections import ConnectionCounts, guarded_protocol
 
     called: list[dict[str, Any]] = []
 

@@ -16,10 +16,10 @@ from gateway.app import create_app
 from gateway.attachments.files import FileStore, create_file_store
 from gateway.attachments.leases import gone_here, this_process
 from gateway.config import Settings
-from gateway.ids import now_ms
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent, new_mapping
 from gateway.store.database import Database, database_for
+from gateway.store.ids import now_ms
 from tests.attachment_helpers import PNG, rows, stored_bytes, stored_files
 from tests.conftest import on_both_stores
 
@@ -112,6 +112,7 @@ def dead_owner_here() -> str:
     return "/".join([token[0], proc.stdout.strip(), "1", "deadbeef"])
 
 
+@pytest.mark.processes
 async def test_recovery_settles_only_intents_whose_owner_is_gone(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
@@ -169,6 +170,7 @@ async def test_a_serving_gateway_renews_its_leases_and_settles_lapsed_ones(
         settings, "SELECT DISTINCT session_id FROM memory_attachments")] == ["s-other"]
 
 
+@pytest.mark.processes
 def test_an_owner_is_gone_here_only_when_its_process_is() -> None:
     assert gone_here(dead_owner_here())
     assert not gone_here(this_process())

@@ -22,8 +22,8 @@ import respx
 from gateway.app import Gateway
 from gateway.config import Settings
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.ids import now_ms
 from gateway.store import user_rows
+from gateway.store.ids import now_ms
 from gateway.store.user_rows import USER_TABLES
 from tests import databases
 from tests.attachment_helpers import stored_bytes, stored_files

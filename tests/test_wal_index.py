@@ -31,6 +31,7 @@ def _commit_in_another_process(path: Path, sql: str) -> None:
     subprocess.run([sys.executable, "-c", script, str(path)], check=True)
 
 
+@pytest.mark.processes
 def test_every_commit_of_another_connection_or_process_changes_the_stamp(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     mine = _wal_database(path)
@@ -76,6 +77,7 @@ def test_no_watch_without_a_shared_wal_index(tmp_path: Path) -> None:
     assert WalIndexWatch.open(rollback, str(tmp_path / "rollback.sqlite")) is None
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("watched", [True, False], ids=["wal-index", "data_version"])
 async def test_a_generation_moves_with_a_change_made_by_another_process(
     tmp_path: Path, watched: bool
@@ -161,6 +163,7 @@ def _held_locks(path: Path, holder: str) -> tuple[set[int], list[str]]:
     return locked, said
 
 
+@pytest.mark.processes
 def test_the_watch_leaves_sqlites_locks_on_the_index_as_they_were(tmp_path: Path) -> None:
     """Closing any descriptor of the -shm file would drop the process's record locks on it:
     SQLite's "dead-man switch" would go, and the next process to open the database would take

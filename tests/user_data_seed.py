@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.attachments.files import FileStore
-from gateway.ids import new_id, now_ms
 from gateway.store import Database
+from gateway.store.ids import new_id, now_ms
 
 DAY_MS = 86_400_000
 

@@ -23,6 +23,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_add
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from gateway.config import ConfigError
 from gateway.errors import UriNotAllowed
 
 if TYPE_CHECKING:
@@ -326,8 +327,13 @@ class FetchGuard:
     @classmethod
     def from_settings(cls, upstream: UpstreamSettings,
                       resolver: Resolver | None = None) -> FetchGuard:
-        return cls(upstream.fetch_guard, FetchableHosts.parse(upstream.fetchable_hosts),
-                   resolver)
+        """The guard `upstream.fetch_guard` and `upstream.fetchable_hosts` describe; ConfigError
+        naming the first entry of the list that is no host, address or network."""
+        try:
+            allowed = FetchableHosts.parse(upstream.fetchable_hosts)
+        except ValueError as exc:
+            raise ConfigError(f"upstream.fetchable_hosts: {exc}") from None
+        return cls(upstream.fetch_guard, allowed, resolver)
 
     async def check(self, uris: Iterable[tuple[str, str]]) -> None:
         """`uris`: (field, uri) pairs in body order; UriNotAllowed for the first refused."""

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.ids import now_ms
+from gateway.store.ids import now_ms
 
 # How much longer than the upstream timeout a lease runs: an intent outlives its call.
 LEASE_MARGIN_S = 15.0

@@ -30,9 +30,9 @@ from gateway.attachments.files import FileStore, safe_name
 from gateway.attachments.links import FileLinks
 from gateway.config import UploadsSettings
 from gateway.errors import Forbidden, UpstreamBadResponse, UpstreamUnavailable, ValidationFailed
-from gateway.ids import now_ms
 from gateway.store import objects as object_store
 from gateway.store.database import Database
+from gateway.store.ids import now_ms
 from gateway.store.objects import UploadedObject
 
 KEY_PREFIX = "mgw-object/"

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from gateway.attachments.files import FileStore
 from gateway.attachments.leases import Lease
-from gateway.ids import now_ms
 from gateway.store import Database
 from gateway.store import attachments as attachment_store
 from gateway.store.attachments import Intent
+from gateway.store.ids import now_ms
 
 log = logging.getLogger("gateway")
 # How often a serving process looks for intents whose owner is gone (a read of a small table).

@@ -15,9 +15,9 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive, Scope
 
-from gateway.asgi import header, stream_body
 from gateway.attachments.files import FileStore, StoredFile, last_segment, safe_name
 from gateway.errors import PayloadTooLarge, ValidationFailed
+from gateway.serving.asgi import header, stream_body
 
 MAX_FIELDS = 16
 MAX_FIELD_BYTES = 64 * 1024

@@ -14,9 +14,9 @@ from typing import Any
 from gateway.attachments.files import FileStore
 from gateway.devjobs.png import SIZE, gradient_png
 from gateway.errors import JobServiceUnavailable
-from gateway.ids import now_ms
 from gateway.store import Database, dev_jobs, resources
 from gateway.store.dev_jobs import DevJob
+from gateway.store.ids import now_ms
 from gateway.store.resources import Resource
 from gateway.toolcalls.jobs import Job, parse_job
 

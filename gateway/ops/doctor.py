@@ -25,6 +25,7 @@ from urllib.parse import quote
 import asyncpg
 import httpx
 
+from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
 from gateway.config import (
     ENV_PREFIX,
@@ -90,6 +91,11 @@ def check_settings(
                     "set both to enable the summariser and model disambiguation, or neither")
     yield _check_search(settings)
     yield from _check_tool_calls(settings)
+    try:
+        FetchGuard.from_settings(settings.upstream)
+    except ConfigError as exc:
+        yield Check(FAIL, "fetchable hosts", str(exc),
+                    "list host names, host:port, addresses or CIDRs (docs/security.md)")
     if settings.metrics.enabled and settings.server.host not in ("127.0.0.1", "localhost", "::1"):
         yield Check(WARN, "metrics",
                     f"/metrics needs no key and the gateway listens on {settings.server.host}",

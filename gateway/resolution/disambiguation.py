@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.llm import LlmClient
+from gateway.llm.client import LlmClient
 from gateway.resolution.resolver import Decision, ResolutionInput
 
 log = logging.getLogger("gateway.resolution")

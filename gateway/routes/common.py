@@ -12,10 +12,10 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from gateway.asgi import read_body
 from gateway.attachments.files import Download
 from gateway.errors import ValidationFailed
 from gateway.services import services
+from gateway.serving.asgi import read_body
 from gateway.upstream.headers import response_headers
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import summariser
 from gateway.errors import ValidationFailed
+from gateway.llm import summary
 from gateway.routes.common import (
     api,
     app_body_bytes,
@@ -271,8 +271,8 @@ async def post_message(request: Request) -> Response:
     svc, caller = services(request), user_id(request)
     appended = await messages.append(svc.db, caller, request.path_params["conversation_id"], new)
     if appended.created:
-        summariser.schedule(svc, caller, appended.conversation.id,
-                            appended.conversation.message_count)
+        summary.schedule(svc, caller, appended.conversation.id,
+                         appended.conversation.message_count)
     posted = MessagePosted(
         conversation=appended.conversation,
         message=MessageOut.model_validate(appended.message),

@@ -10,11 +10,11 @@ from typing import Any
 
 from starlette.types import Scope, Send
 
-from gateway import jsonio
 from gateway.errors import UserIdRequired, ValidationFailed
 from gateway.identity import acting
 from gateway.routes.common import MAX_BODY_DEPTH, nesting_exceeds, relayed_headers
 from gateway.services import Services
+from gateway.serving import jsonio
 from gateway.upstream.headers import upstream_headers
 from gateway.upstream.json_body import JsonBody, json_bytes, json_object, nested_deeper
 from gateway.upstream.proxy import TARGET_KEY

@@ -28,12 +28,12 @@ from gateway.attachments.fetch_guard import item_uris
 from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
-from gateway.ids import new_id
 from gateway.routes.common import api, body_bytes, relayed
 from gateway.routes.engine_call import checked_json, forward
 from gateway.routes.search import search_endpoint
 from gateway.services import Services, services
 from gateway.store.attachments import Intent, new_mapping
+from gateway.store.ids import new_id
 from gateway.store.objects import UploadedObject
 from gateway.upstream.flavors import ADD, Dialect, Flavor, NativeRoute, flavor_for
 from gateway.upstream.flavors import everos_models as models

@@ -16,12 +16,12 @@ from gateway.attachments.add_body import OCTET_STREAM, guess_type
 from gateway.attachments.files import safe_name
 from gateway.attachments.uploads import receive_upload, upload_name
 from gateway.errors import NotFound, ValidationFailed
-from gateway.ids import new_id, now_ms
 from gateway.routes.common import api, json_response, query_params, relayed, stream_file
 from gateway.services import Services, services, user_id
 from gateway.store import resources
 from gateway.store.attachments import Intent
 from gateway.store.cursors import decode_cursor, encode_cursor
+from gateway.store.ids import new_id, now_ms
 from gateway.store.resources import Resource
 from gateway.upstream.flavors import AddScope, flavor_for
 

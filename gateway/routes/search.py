@@ -15,8 +15,6 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from gateway import jsonio
-from gateway.asgi import read_body
 from gateway.errors import UpstreamBadResponse
 from gateway.routes.common import ApiDoc
 from gateway.routes.engine_call import checked_json, forward, send_json, send_relayed
@@ -30,6 +28,8 @@ from gateway.search.answers import (
     session_ids,
 )
 from gateway.services import Services
+from gateway.serving import jsonio
+from gateway.serving.asgi import read_body
 from gateway.upstream.flavors import Dialect
 from gateway.upstream.flavors import everos_models as models
 from gateway.upstream.routes import EngineRoute

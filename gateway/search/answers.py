@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
-from gateway import jsonio
 from gateway.errors import UpstreamBadResponse
 from gateway.search.index import EMPTY, AttachmentIndex, SessionMatcher, native_matchers
 from gateway.search.items import FoundItem, drop, result
+from gateway.serving import jsonio
 
 Scope = tuple[str, str, str]  # (app_id, project_id, session_id)
 ItemsOf = Callable[[Any], list[FoundItem]]

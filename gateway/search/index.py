@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway import jsonio
 from gateway.search import page_scan
 from gateway.search.matching import FilenameMatcher, searchable_text
+from gateway.serving import jsonio
 from gateway.store import attachments as store
 from gateway.store.database import Database
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
-from gateway.ids import new_id, now_ms
 from gateway.store import agents, messages
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 
 _UNSET: Any = object()

@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import NotFound
-from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 
 _UNSET: Any = object()

@@ -13,8 +13,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field
 
-from gateway.ids import new_id, now_ms
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 
 SourceType = Literal[

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gateway import jsonio
+import orjson
+
 from gateway.errors import SessionOwnedByAnotherUser
-from gateway.ids import new_id, now_ms
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 
 RESOURCE_SOURCE = "resource_upload"
 RESOURCE_COLUMNS = ("id", "user_id", "name", "safe_name", "content_type", "size", "sha256",
@@ -229,7 +230,7 @@ async def session_versions(
     return await db.read_now(
         "SELECT app_id, project_id, session_id, user_id, mappings_version FROM memory_sessions "
         "WHERE session_id IN (SELECT value FROM json_each(?))",
-        (jsonio.dumps(list(session_ids)).decode(),),
+        (orjson.dumps(list(session_ids)).decode(),),
     )
 
 

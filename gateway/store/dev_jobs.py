@@ -9,8 +9,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.ids import new_id, now_ms
 from gateway.store.database import Database
+from gateway.store.ids import new_id, now_ms
 
 
 @dataclass(frozen=True)

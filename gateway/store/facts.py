@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import NotFound, ValidationFailed
-from gateway.ids import new_id, now_ms
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 
 OBSERVATIONS_TO_ACTIVATE = 3

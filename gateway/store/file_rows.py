@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.ids import now_ms
 from gateway.store.database import Database
+from gateway.store.ids import now_ms
 
 
 @dataclass(frozen=True)

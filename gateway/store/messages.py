@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import IdempotencyConflict, ValidationFailed
-from gateway.ids import new_id, now_ms
-from gateway.labels import normalise_label
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
 from gateway.store.cursors import Cursor, encode_cursor
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
+from gateway.store.labels import normalise_label
 from gateway.store.records import Record
 
 

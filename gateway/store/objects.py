@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from gateway.ids import now_ms
 from gateway.store.database import Database, Row
+from gateway.store.ids import now_ms
 
 SIGNED, UPLOADING, UPLOADED = "signed", "uploading", "uploaded"
 

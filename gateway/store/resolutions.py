@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from gateway.ids import new_id, now_ms
 from gateway.store import working_state
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database, Row
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 from gateway.store.working_state import ChatWorkingState
 

@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.ids import now_ms
 from gateway.store.attachments import (
     RESOURCE_SOURCE,
     AttachmentMapping,
@@ -16,6 +15,7 @@ from gateway.store.attachments import (
 )
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database, Row
+from gateway.store.ids import now_ms
 
 
 @dataclass(frozen=True)

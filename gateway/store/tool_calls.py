@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import IdempotencyConflict
-from gateway.ids import new_id, now_ms
 from gateway.store import assets, conversations, messages, working_state
 from gateway.store.conversations import Conversation
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.messages import Message, NewMessage
 
 

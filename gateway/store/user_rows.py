@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.ids import now_ms
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import now_ms
 
 
 @dataclass(frozen=True)

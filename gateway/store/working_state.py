@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import Field
 
-from gateway.ids import new_id, now_ms
 from gateway.store.assets import require_owned
 from gateway.store.database import Database, Row, Transaction
+from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
 
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from gateway.errors import GatewayError
-from gateway.ids import new_id
+from gateway.store.ids import new_id
 from gateway.store.tool_calls import GeneratedImage, Settlement, ToolCall
 from gateway.toolcalls import states
 from gateway.toolcalls.jobs import Job, JobService

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from gateway import jsonio
 from gateway.errors import UnsupportedMediaType, ValidationFailed
+from gateway.serving import jsonio
 
 _BOM = b"\xef\xbb\xbf"
 _OBJECT_START = re.compile(rb"[ \t\n\r]*\{")

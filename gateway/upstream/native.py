@@ -29,7 +29,7 @@ from typing import cast
 import httptools
 
 from gateway.errors import UpstreamTimeout, UpstreamUnavailable
-from gateway.header_names import remember
+from gateway.serving.header_names import remember
 from gateway.upstream.origin import UpstreamOrigin
 
 log = logging.getLogger("gateway.upstream")
@@ -39,7 +39,7 @@ PAUSE_READING_ABOVE = 512 * 1024  # buffered response bytes before the socket is
 MAX_RESPONSE_HEADERS = 100
 MAX_RESPONSE_HEAD_BYTES = 64 * 1024
 _SKIPPED_REQUEST_HEADERS = frozenset({"content-length", "transfer-encoding", "expect", "host"})
-# Request header names seen, lowered, by spelling (gateway/header_names.py).
+# Request header names seen, lowered, by spelling (gateway/serving/header_names.py).
 _LOWERED: dict[str, str] = {}
 
 

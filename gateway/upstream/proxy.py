@@ -14,7 +14,6 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.asgi import ParsingBudget, read_body
 from gateway.attachments.add_body import attachment_items
 from gateway.attachments.fetch_guard import FetchGuard, item_uris
 from gateway.attachments.uris import check_uris
@@ -25,6 +24,7 @@ from gateway.identity.named import Named
 from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.limits.concurrency import EngineSlots
+from gateway.serving.asgi import ParsingBudget, read_body
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
 from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import json_bytes

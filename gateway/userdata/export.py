@@ -16,8 +16,8 @@ from typing import IO, Any
 
 from gateway.attachments.files import FileStore
 from gateway.identity.auth import validate_user_id
-from gateway.ids import now_ms
 from gateway.store import Database, user_rows
+from gateway.store.ids import now_ms
 from gateway.store.user_rows import USER_TABLES
 from gateway.upstream.client import UpstreamClient
 from gateway.upstream.flavors.base import Flavor

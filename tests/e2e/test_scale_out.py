@@ -25,7 +25,7 @@ import pytest
 
 from gateway.attachments.recovery import RECOVERY_INTERVAL_S
 from gateway.identity.auth import generate_key, hash_secret
-from gateway.ids import now_ms
+from gateway.store.ids import now_ms
 from tests import databases
 from tests.conftest import BACKENDS
 from tests.postgres_server import PostgresServer

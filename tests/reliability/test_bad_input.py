@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from gateway.app import create_app
 from gateway.attachments.files import MAX_NAME_BYTES, last_segment, safe_name
 from gateway.config import Settings
-from gateway.labels import normalise_label
 from gateway.search.matching import searchable_text, walk_strings
+from gateway.store.labels import normalise_label
 from tests.conftest import ENGINE, create_key
 from tests.reliability.scripted_engine import EMPTY_SEARCH
 
@@ -354,7 +354,7 @@ def test_any_add_body_is_answered_without_a_server_error_or_leftovers(
     assert not any((root / user / "resources").exists() for user in ("bob", "_x"))
 
 
-# --- the search path reading odd engine answers (gateway/routes/memories.py, gateway/jsonio.py) --
+# --- the search path reading odd engine answers (routes/memories.py, serving/jsonio.py) ---------
 
 
 def test_search_keeps_integers_beyond_64_bits_in_raw(live: Live, mapped_session: str) -> None:

@@ -69,6 +69,7 @@ def status_of(answer: bytes) -> int:
     return int(answer.split(b" ", 2)[1])
 
 
+@pytest.mark.processes
 def test_1_targets_other_than_origin_form_are_400_and_reach_no_host(tmp_path: Path) -> None:
     with listening(_Engine) as engine, listening(_Engine) as thief:
         engine_url = f"http://127.0.0.1:{engine.server_address[1]}"

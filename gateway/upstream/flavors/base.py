@@ -25,8 +25,8 @@ from gateway.attachments.add_body import (
 from gateway.config import FLAVOR_PATHS, UpstreamSettings
 from gateway.errors import ValidationFailed
 from gateway.identity.named import CUBE, GROUP, Named
-from gateway.ids import now_ms
 from gateway.search.items import FoundItem
+from gateway.store.ids import now_ms
 from gateway.upstream.models import RouteModel
 from gateway.upstream.routes import EngineRoute, RouteTable
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from gateway.attachments.add_body import AttachmentItem
 from gateway.errors import UpstreamBadResponse
-from gateway.ids import now_ms
 from gateway.search.items import FoundItem, v0_items
+from gateway.store.ids import now_ms
 from gateway.upstream.flavors import cloud_models as models
 from gateway.upstream.flavors.base import (
     ADD,

@@ -9,14 +9,26 @@ Without `[llm]` nothing is scheduled and no model is called; a failed call keeps
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
-from gateway.llm import LlmClient
-from gateway.services import Services
+from gateway.config import Settings
+from gateway.llm.client import LlmClient
 from gateway.store import conversations, messages
 from gateway.store.cursors import Cursor
 from gateway.store.database import Database
 
 log = logging.getLogger("gateway.summariser")
+
+
+class Host(Protocol):
+    """What a refresh needs of the app's services (gateway/services.py `Services`)."""
+
+    settings: Settings
+    db: Database
+    llm: LlmClient | None
+
+    def spawn(self, work: Coroutine[Any, Any, Any], what: str) -> Any: ...
 
 MAX_MESSAGES_PER_REFRESH = 200
 MAX_CHARS_PER_MESSAGE = 2000
@@ -32,7 +44,7 @@ def due(message_count: int, every_n: int) -> bool:
     return every_n > 0 and message_count > 0 and message_count % every_n == 0
 
 
-def schedule(svc: Services, user_id: str, conversation_id: str, message_count: int) -> bool:
+def schedule(svc: Host, user_id: str, conversation_id: str, message_count: int) -> bool:
     """Start a refresh when this append made the count a multiple of N; True when started."""
     llm = svc.llm
     if llm is None or not due(message_count, svc.settings.llm.summary_every_n_messages):

@@ -5,12 +5,11 @@ plain route alone may match runs that route without matching at all (gateway/app
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Scope
-
-from gateway.routes import OWNED_PREFIXES
 
 
 def route_groups(routes: list[BaseRoute]
@@ -82,9 +81,9 @@ class RouteIndex:
     """The owned routes, indexed so that a request tries only those that may match its path,
     in their order: the same route, and the same method error, as trying them all."""
 
-    def __init__(self, routes: list[BaseRoute]) -> None:
+    def __init__(self, routes: list[BaseRoute], prefixes: Iterable[str] = ()) -> None:
         # Fast pre-check: only paths starting like an owned route go through route matching.
-        self.starts = owned_path_starts(routes)
+        self.starts = owned_path_starts(routes, prefixes)
         self.groups, self.any_start = route_groups(routes)
         self.exact = exact_routes(routes)
         self.plain = plain_routes(self.exact)
@@ -97,9 +96,9 @@ class RouteIndex:
         return found
 
 
-def owned_path_starts(routes: list[BaseRoute]) -> tuple[str, ...]:
+def owned_path_starts(routes: list[BaseRoute], prefixes: Iterable[str] = ()) -> tuple[str, ...]:
     """The literal start of every owned route's path, plus the owned prefixes."""
-    starts = set(OWNED_PREFIXES)
+    starts = set(prefixes)
     for route in routes:
         path = getattr(route, "path", "")
         starts.add(path.split("{", 1)[0] or "/")

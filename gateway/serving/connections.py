@@ -7,7 +7,7 @@ would hold them for ever. `guarded_protocol` returns a subclass of uvicorn's htt
 that closes a connection on which no request head has completed for `server.header_timeout_s`
 (since it opened, or since its last request) while no request is running, and closes at once a
 connection past `server.max_connections` or `server.max_connections_per_client`. Its heads are
-held to `server.max_head_bytes` (431, gateway/protocol.py): uvicorn has no such limit, and a
+held to `server.max_head_bytes` (431, gateway/serving/protocol.py): uvicorn has no such limit, and a
 16 MB header reached the app. An idle
 keep-alive connection is closed by uvicorn's own keep-alive timeout (5 s) first. Counts are
 per process: with `server.workers = N` each worker holds its own (docs/scale-out.md).
@@ -25,7 +25,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.protocol import OneWriteProtocol
+from gateway.serving.protocol import OneWriteProtocol
 
 log = logging.getLogger("gateway.connections")
 REFUSAL_LOG_INTERVAL_S = 1.0
@@ -83,7 +83,7 @@ def _client_host(transport: asyncio.BaseTransport) -> str:
 
 def guarded_protocol(header_timeout_s: float, counts: ConnectionCounts,
                      max_head_bytes: int = 0) -> type[HttpToolsProtocol]:
-    """The gateway's httptools protocol (one write per answer, gateway/protocol.py) with a
+    """The gateway's httptools protocol (one write per answer, gateway/serving/protocol.py) with a
     header-read deadline, a cap on a request head's size and the connection caps."""
     check_every = header_timeout_s / CHECKS_PER_TIMEOUT
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import random
 from collections.abc import AsyncIterator, Iterable
 
 from starlette.types import Receive, Scope, Send
@@ -140,3 +142,14 @@ async def send_error(send: Send, exc: GatewayError, request_id: str) -> None:
     if exc.retry_after_s is not None:
         headers.append((b"retry-after", str(exc.retry_after_s).encode()))
     await send_bytes(send, exc.status, error_bytes(exc, request_id), headers)
+
+
+# Request ids: 96 random bits from a generator seeded from the OS, reseeded in every forked
+# worker; not `os.urandom` per request, a system call on every request.
+_request_ids = random.Random()
+os.register_at_fork(after_in_child=_request_ids.seed)
+
+
+def new_request_id() -> str:
+    """A fresh request id (96 random bits in hex), for a request that did not bring one."""
+    return f"{_request_ids.getrandbits(96):024x}"

@@ -27,15 +27,16 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from gateway.errors import RequestHeadTooLarge, error_bytes
-from gateway.header_names import remember
+from gateway.serving.asgi import new_request_id
+from gateway.serving.header_names import remember
 
 # A body from this many bytes on goes out beside its held head in one `writelines` (one writev
 # on uvloop) rather than copied behind it: a 94 KB search answer's copy cost about 2 µs and, for
 # the moment of the write, a second body's worth of memory. Below, joining is the cheaper.
 JOIN_BELOW = 16 * 1024
 
-# Response header names seen, lowered, by spelling (gateway/header_names.py), each free of the
-# characters uvicorn refuses in a name: a gateway's answers carry names from a small set (its
+# Response header names seen, lowered, by spelling (gateway/serving/header_names.py), each free of
+# the characters uvicorn refuses in a name: a gateway's answers carry names from a small set (its
 # own, its engine's), so most heads take every name from here, unchecked.
 _NAMES: dict[bytes, bytes] = {}
 _FRAMING = (b"transfer-encoding", b"connection")  # besides Content-Length
@@ -204,7 +205,8 @@ class OneWriteProtocol(HttpToolsProtocol):
     """
 
     _idle_since: float | None = None  # loop time of the last answer, while no bytes came since
-    # server.max_head_bytes (0: no cap), set on the subclass `serve` makes (gateway/connections.py)
+    # server.max_head_bytes (0: no cap), set on the subclass `serve` makes
+    # (gateway/serving/connections.py)
     max_head_bytes = 0
     _in_head = False  # a request head has begun and is not complete
     _in_body = False  # a request's head is complete and its body is not
@@ -238,8 +240,6 @@ class OneWriteProtocol(HttpToolsProtocol):
     def _refuse_head(self) -> None:
         """431 in the gateway's error shape, and the connection closed: nothing of the
         request reached the app."""
-        from gateway.app import new_request_id  # the app's ids (the app imports no server)
-
         self._in_head = self._in_body = False
         self._head_refused = True
         self._head_bytes = self.max_head_bytes  # whatever still arrives is past the cap

@@ -54,8 +54,12 @@ def _fork(run: Callable[[], None]) -> int:
 
 
 def serve(settings: Settings, uvicorn_server: Callable[..., Any],
-          run_async: Callable[[Any], Any]) -> int:
-    """Run `server.workers` gateway processes on one socket until SIGTERM/SIGINT."""
+          run_async: Callable[[Any], Any], gateway_app: Callable[[Settings], Any],
+          dev_engine_app: Callable[[str], Any]) -> int:
+    """Run `server.workers` gateway processes on one socket until SIGTERM/SIGINT.
+
+    `gateway_app(settings)` and `dev_engine_app(database)` build the ASGI apps, each in the
+    process that serves it (after the fork)."""
     logging.basicConfig(level=settings.server.log_level.upper(), format=logs.TEXT_FORMAT,
                         stream=sys.stderr)
     sock = _listen(settings.server.host, settings.server.port)
@@ -64,10 +68,8 @@ def serve(settings: Settings, uvicorn_server: Callable[..., Any],
         port = settings.dev_engine.port
 
         def dev_engine() -> None:
-            from gateway.devengine.app import create_dev_engine
-
             logs.configure(settings.server.log_level, settings.server.log_format)
-            engine = create_dev_engine(settings.dev_engine.database)
+            engine = dev_engine_app(settings.dev_engine.database)
             run_async(uvicorn_server(engine, "127.0.0.1", port,
                                      settings.server.log_level).serve())
 
@@ -78,10 +80,8 @@ def serve(settings: Settings, uvicorn_server: Callable[..., Any],
             settings.upstream, base_url=f"http://127.0.0.1:{port}"))
 
     def worker() -> None:
-        from gateway.app import create_app
-
         logs.configure(settings.server.log_level, settings.server.log_format)
-        server = uvicorn_server(create_app(settings), settings.server.host,
+        server = uvicorn_server(gateway_app(settings), settings.server.host,
                                 settings.server.port, settings.server.log_level,
                                 settings.server)  # each worker counts its own connections
         run_async(server.serve(sockets=[sock]))

@@ -1,0 +1,1 @@
+"""Optional model calls: the chat-completions client and the rolling conversation summary."""
