@@ -62,7 +62,7 @@ from gateway.toolcalls.jobs import HttpJobService, JobService
 from gateway.toolcalls.registry import load_registry
 from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
-from gateway.upstream.flavors import flavor_for
+from gateway.upstream.flavors import check_erased_users, flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
 from gateway.upstream.routes import parse_allowed
 from gateway.upstream.target import parse_target
@@ -92,6 +92,7 @@ class Gateway:
         llm_transport: httpx.AsyncBaseTransport | None = None,
         jobs_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        check_erased_users(settings)
         self.settings = settings
         db = database_for(settings.storage.database)
         files = create_file_store(settings.storage)
