@@ -22,7 +22,7 @@ import httpx
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.asgi import ClientDisconnected, header, send_error
+from gateway.asgi import BODY_TIMED_OUT, ClientDisconnected, header, send_error
 from gateway.attachments import recovery
 from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
@@ -35,6 +35,7 @@ from gateway.errors import (
     MethodNotAllowed,
     NotFound,
     RateLimited,
+    RequestTimeout,
     RouteNotFound,
     Unauthorized,
 )
@@ -267,6 +268,8 @@ class Gateway:
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
+            if scope.get(BODY_TIMED_OUT):  # the server answered 408 (gateway/connections.py)
+                status = RequestTimeout.status
             return
         except GatewayError as exc:
             if self._metrics is not None:

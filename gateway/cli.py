@@ -55,10 +55,10 @@ def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
                     guard: ServerSettings | None = None) -> Any:
     """A uvicorn server for `app`; with `guard`, client connections are held to its header
-    timeout and connection caps (gateway/connections.py)."""
+    timeout, body clock and connection caps (gateway/connections.py)."""
     import uvicorn
 
-    from gateway.connections import uvicorn_options
+    from gateway.connections import BodyClock, uvicorn_options
     from gateway.protocol import OneWriteProtocol
 
     # httptools, a small answer's head and body in one write (gateway/protocol.py); with the
@@ -66,7 +66,8 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
     options: dict[str, Any] = {"http": OneWriteProtocol}
     if guard is not None:
         options = uvicorn_options(guard.header_timeout_s, guard.max_connections,
-                                  guard.max_connections_per_client, guard.max_head_bytes)
+                                  guard.max_connections_per_client, guard.max_head_bytes,
+                                  BodyClock(guard.body_timeout_s, guard.min_body_rate))
     config = uvicorn.Config(
         app,
         host=host,
