@@ -33,6 +33,7 @@ from gateway.errors import (
     MethodNotAllowed,
     NotFound,
     RateLimited,
+    RequestTimeout,
     RouteNotFound,
     Unauthorized,
 )
@@ -51,7 +52,13 @@ from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_ro
 from gateway.search.answers import filtered_answer
 from gateway.search.index import AttachmentIndex
 from gateway.services import Services
-from gateway.serving.asgi import ClientDisconnected, header, new_request_id, send_error
+from gateway.serving.asgi import (
+    BODY_TIMED_OUT,
+    ClientDisconnected,
+    header,
+    new_request_id,
+    send_error,
+)
 from gateway.serving.inprocess import PREAUTHENTICATED, Answer, call
 from gateway.serving.route_index import RouteIndex
 from gateway.store import agents, user_rows
@@ -61,7 +68,7 @@ from gateway.toolcalls.jobs import HttpJobService, JobService
 from gateway.toolcalls.registry import load_registry
 from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
-from gateway.upstream.flavors import flavor_for
+from gateway.upstream.flavors import check_erased_users, flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
 from gateway.upstream.routes import parse_allowed
 from gateway.upstream.target import parse_target
@@ -82,6 +89,7 @@ class Gateway:
         llm_transport: httpx.AsyncBaseTransport | None = None,
         jobs_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        check_erased_users(settings)
         self.settings = settings
         db = database_for(settings.storage.database)
         files = create_file_store(settings.storage)
@@ -256,6 +264,8 @@ class Gateway:
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
+            if scope.get(BODY_TIMED_OUT):  # the server answered 408 (serving/connections.py)
+                status = RequestTimeout.status
             return
         except GatewayError as exc:
             if self._metrics is not None:

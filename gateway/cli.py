@@ -27,12 +27,14 @@ from gateway.config import (
     load_settings,
     render_example,
 )
-from gateway.errors import ValidationFailed
+from gateway.errors import UserErased, ValidationFailed
 from gateway.identity.auth import NewKey, generate_key, hash_secret
 from gateway.ops import maintenance, user_data
 from gateway.store import audit, keys
 from gateway.store.database import database_for, is_postgresql, migrate, run_sync, shown_database
 from gateway.store.migrations import MigrationsMissing
+from gateway.upstream.flavors import check_erased_users
+from gateway.userdata.refusal import REFUSE
 
 log = logging.getLogger("gateway.cli")
 
@@ -53,10 +55,10 @@ def _run_async(main: Coroutine[Any, Any, bool]) -> bool:
 def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
                     guard: ServerSettings | None = None) -> Any:
     """A uvicorn server for `app`; with `guard`, client connections are held to its header
-    timeout and connection caps (gateway/serving/connections.py)."""
+    timeout, body clock and connection caps (gateway/serving/connections.py)."""
     import uvicorn
 
-    from gateway.serving.connections import uvicorn_options
+    from gateway.serving.connections import BodyClock, uvicorn_options
     from gateway.serving.protocol import OneWriteProtocol
 
     # httptools, a small answer's head and body in one write (gateway/serving/protocol.py); with the
@@ -64,7 +66,8 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
     options: dict[str, Any] = {"http": OneWriteProtocol}
     if guard is not None:
         options = uvicorn_options(guard.header_timeout_s, guard.max_connections,
-                                  guard.max_connections_per_client, guard.max_head_bytes)
+                                  guard.max_connections_per_client, guard.max_head_bytes,
+                                  BodyClock(guard.body_timeout_s, guard.min_body_rate))
     config = uvicorn.Config(
         app,
         host=host,
@@ -303,10 +306,18 @@ def _cli_actor() -> str:
         return "cli"
 
 
+def _acts_for(key: keys.ApiKey) -> str:
+    """Whom a key acts for: a service key's glob (`*` for every user), else its own user."""
+    if key.kind == "service":
+        return key.users_glob or "*"
+    return "-" if key.kind == "admin" else key.user_id
+
+
 def _key_json(key: keys.ApiKey) -> dict[str, Any]:
     return {
         "id": key.id, "user_id": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
-        "name": key.name, "users": key.users_glob, "state": key.state,
+        "name": key.name, "users": key.users_glob, "acts_for": _acts_for(key),
+        "state": key.state,
         "created_at": _iso(key.created_at_ms), "expires_at": _iso(key.expires_at_ms),
         "last_used_at": _iso(key.last_used_at_ms), "revoked_at": _iso(key.revoked_at_ms),
     }
@@ -317,11 +328,19 @@ async def _keys(settings: Settings, args: argparse.Namespace, new: _KeyRequest |
     await db.open()
     try:
         if new is not None:
-            stored = await keys.insert(
-                db, new.key.key_id, new.key.user_id, hash_secret(new.key.secret),
-                kind=new.kind, scopes=new.scopes, name=new.name,
-                expires_at_ms=new.expires_at_ms, users_glob=new.users,
-                audit=(_cli_actor(), "keys.create"))
+            try:
+                stored = await keys.insert(
+                    db, new.key.key_id, new.key.user_id, hash_secret(new.key.secret),
+                    kind=new.kind, scopes=new.scopes, name=new.name,
+                    expires_at_ms=new.expires_at_ms, users_glob=new.users,
+                    audit=(_cli_actor(), "keys.create"),
+                    refuse_erased=settings.auth.erased_users == REFUSE)
+            except UserErased as exc:
+                print(f"error: {exc.message}", file=sys.stderr)
+                return 1
+            if new.kind == "service" and not new.users:
+                print("warning: this service key may act for every user (no --users GLOB "
+                      "limits it)", file=sys.stderr)
             if args.json:
                 print(json.dumps({**_key_json(stored), "token": new.key.token}, indent=2))
             else:
@@ -335,10 +354,10 @@ async def _keys(settings: Settings, args: argparse.Namespace, new: _KeyRequest |
             elif not found:
                 print("no keys" + (f" for user {args.user}" if args.user else ""))
             else:
-                _print_table([["KEY ID", "KIND", "USER", "SCOPES", "STATE", "CREATED", "EXPIRES",
-                               "LAST USED", "NAME"]] + [
-                    [key.id, key.kind, key.user_id, ",".join(key.scopes), key.state,
-                     _when(key.created_at_ms), _when(key.expires_at_ms),
+                _print_table([["KEY ID", "KIND", "USER", "ACTS FOR", "SCOPES", "STATE",
+                               "CREATED", "EXPIRES", "LAST USED", "NAME"]] + [
+                    [key.id, key.kind, key.user_id, _acts_for(key), ",".join(key.scopes),
+                     key.state, _when(key.created_at_ms), _when(key.expires_at_ms),
                      _when(key.last_used_at_ms), key.name]
                     for key in found
                 ])
@@ -499,6 +518,7 @@ def _main(argv: list[str] | None) -> int:
         return doctor(args.config)
     try:
         settings = load_settings(args.config)
+        check_erased_users(settings)
         if args.verb == "serve":
             overrides: dict[str, Any] = {}
             if args.host:

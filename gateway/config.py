@@ -62,6 +62,14 @@ class ServerSettings:
     header_timeout_s: float = _setting(
         10.0, "seconds a connection has to send a whole request head, else it is closed"
     )
+    body_timeout_s: float = _setting(
+        30.0, "seconds a request body may go without sending a byte; then 408 request_timeout "
+        "and the connection is closed (also the grace before min_body_rate applies)"
+    )
+    min_body_rate: int = _setting(
+        1024, "bytes/s a request body must average once it has been arriving for "
+        "body_timeout_s, else 408 request_timeout and the connection is closed (0 = no floor)"
+    )
     max_head_bytes: int = _setting(
         65536, "most bytes of one request head (request line and headers); beyond it 431 "
         "request_head_too_large and the connection is closed (0 = no cap)"
@@ -533,6 +541,10 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("server.workers: must be at least 1")
     if settings.server.header_timeout_s <= 0:
         raise ConfigError("server.header_timeout_s: must be more than 0")
+    if settings.server.body_timeout_s <= 0:
+        raise ConfigError("server.body_timeout_s: must be more than 0")
+    if settings.server.min_body_rate < 0:
+        raise ConfigError("server.min_body_rate: must be 0 (no floor) or more")
     if settings.server.max_head_bytes != 0 and settings.server.max_head_bytes < MIN_HEAD_BYTES:
         raise ConfigError(f"server.max_head_bytes: must be 0 (no cap) or at least "
                           f"{MIN_HEAD_BYTES}")

@@ -12,7 +12,9 @@
     ├── Conflict (409 conflict)
     │   ├── IdempotencyConflict (409 idempotency_conflict)
     │   ├── ToolCallCancelled (409 tool_call_cancelled)
-    │   └── ToolCallConfirmed (409 tool_call_confirmed)
+    │   ├── ToolCallConfirmed (409 tool_call_confirmed)
+    │   └── UserErased (409 user_erased)
+    ├── RequestTimeout (408 request_timeout, the connection closed)
     ├── PayloadTooLarge (413 payload_too_large)
     ├── RequestHeadTooLarge (431 request_head_too_large)
     ├── UnsupportedMediaType (415 unsupported_media_type)
@@ -114,6 +116,16 @@ class ToolCallConfirmed(Conflict):
     default_message = "this tool call was already confirmed; it cannot be cancelled"
 
 
+class UserErased(Conflict):
+    code = "user_erased"
+    default_message = "this user's data was erased and the id may not come back"
+
+
+class RequestTimeout(GatewayError):
+    status, code = 408, "request_timeout"
+    default_message = "the request body did not arrive in time"
+
+
 class PayloadTooLarge(GatewayError):
     status, code, default_message = 413, "payload_too_large", "request body too large"
 
@@ -213,6 +225,8 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     IdempotencyConflict,
     ToolCallCancelled,
     ToolCallConfirmed,
+    UserErased,
+    RequestTimeout,
     PayloadTooLarge,
     UnsupportedMediaType,
     ValidationFailed,

@@ -30,11 +30,11 @@ async def test_bodies_past_the_parsing_budget_get_503_with_retry_after(
     padded = first[:-1] + b"," + b'"pad": "' + b"x" * (3000 - len(first)) + b'"}'
     started, release = asyncio.Event(), asyncio.Event()
 
-    async def slow_body() -> AsyncIterator[bytes]:  # declares 3000 bytes, sends them late
-        yield padded[:10]
+    async def slow_body() -> AsyncIterator[bytes]:  # 2990 of its 3000 bytes, the rest late
+        yield padded[:-10]
         started.set()
         await release.wait()
-        yield padded[10:]
+        yield padded[-10:]
 
     holding = asyncio.create_task(alice.post(
         "/api/v2/memory/get", content=slow_body(),
@@ -54,6 +54,31 @@ async def test_bodies_past_the_parsing_budget_get_503_with_retry_after(
         GET_BODY).encode()[1:], headers={"Content-Type": "application/json"})
     assert again.status_code == 200
     assert app.services.proxy.parsing.in_use == 0
+
+
+async def test_a_body_is_charged_with_the_bytes_it_sent_not_the_length_it_declared(
+    app: Gateway, alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    """Issue 51 (7): one declared length took the whole budget before a byte arrived."""
+    engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={"data": []}))
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def stalled_body() -> AsyncIterator[bytes]:  # declares the whole budget, sends 10
+        yield b'{"user_id"'
+        started.set()
+        await release.wait()
+
+    holding = asyncio.create_task(alice.post(
+        "/api/v2/memory/get", content=stalled_body(),
+        headers={"Content-Type": "application/json", "Content-Length": str(BUDGET)}))
+    await started.wait()
+    body = b"{" + b" " * 1500 + json.dumps(GET_BODY).encode()[1:]
+    others = [await alice.post("/api/v2/memory/get", content=body,
+                               headers={"Content-Type": "application/json"}) for _ in range(3)]
+    assert [answer.status_code for answer in others] == [200, 200, 200]
+    assert app.services.proxy.parsing.in_use == 10
+    release.set()
+    holding.cancel()
 
 
 async def test_budget_is_given_back_after_refused_and_failed_bodies(

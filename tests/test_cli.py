@@ -135,8 +135,8 @@ def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: 
     table = cli(tmp_path, "keys", "list", "--config", str(config)).stdout.splitlines()
     as_json = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
 
-    assert table[0].split() == ["KEY", "ID", "KIND", "USER", "SCOPES", "STATE", "CREATED",
-                                "EXPIRES", "LAST", "USED", "NAME"]
+    assert table[0].split() == ["KEY", "ID", "KIND", "USER", "ACTS", "FOR", "SCOPES", "STATE",
+                                "CREATED", "EXPIRES", "LAST", "USED", "NAME"]
     rows = {line.split()[2]: line for line in table[1:]}
     assert set(rows) == {"alice", "bob"}
     assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 1
@@ -308,6 +308,64 @@ def test_keys_create_refuses_what_it_cannot_make(
     made = cli(tmp_path, "keys", "create", *args, "--config", str(config))
     assert made.returncode == 2 and made.stdout == ""
     assert message in made.stderr
+
+
+@pytest.mark.processes
+def test_a_service_key_for_every_user_warns_and_keys_list_shows_each_glob(
+    tmp_path: Path, config: Path,
+) -> None:
+    everyone = cli(tmp_path, "keys", "create", "--service", "--config", str(config))
+    tenant = cli(tmp_path, "keys", "create", "--service", "--users", "tenant-a.*",
+                 "--config", str(config))
+    assert everyone.returncode == tenant.returncode == 0
+    assert "may act for every user" in everyone.stderr
+    assert "may act for every user" not in tenant.stderr
+    table = cli(tmp_path, "keys", "list", "--config", str(config)).stdout.splitlines()
+    globs = sorted(line.split()[3] for line in table[1:])
+    assert globs == ["*", "tenant-a.*"]
+    as_json = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
+    assert sorted(key["acts_for"] for key in as_json) == ["*", "tenant-a.*"]
+
+
+@pytest.mark.processes
+def test_keys_create_for_an_erased_user_is_refused_and_creates_nothing(
+    tmp_path: Path, config: Path,
+) -> None:
+    assert cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config)).returncode == 0
+    erased = cli(tmp_path, "users", "erase", "bob", "--quiet", "--config", str(config))
+    assert erased.returncode == 0, erased.stderr
+    again = cli(tmp_path, "keys", "create", "--user", "bob", "--config", str(config))
+    assert again.returncode == 1 and again.stdout == ""
+    assert "erased" in again.stderr
+    listed = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
+    assert listed == []
+
+
+@pytest.mark.processes
+def test_users_erase_and_export_of_an_id_never_seen_fail(tmp_path: Path, config: Path) -> None:
+    erased = cli(tmp_path, "users", "erase", "nosuchuser", "--quiet", "--config", str(config))
+    exported = cli(tmp_path, "users", "export", "nosuchuser", "-o", str(tmp_path / "x.zip"),
+                   "--config", str(config))
+    assert erased.returncode == exported.returncode == 1
+    assert "no such user: nosuchuser" in erased.stderr
+    assert "no such user: nosuchuser" in exported.stderr
+    assert not (tmp_path / "x.zip").exists()
+    again = cli(tmp_path, "users", "erase", "nosuchuser", "--quiet", "--config", str(config))
+    assert again.returncode == 1  # nothing was recorded: the id is not blocked
+
+
+@pytest.mark.processes
+def test_fresh_on_an_engine_that_cannot_erase_is_a_one_line_configuration_error(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, storage={"root": str(tmp_path / "data")},
+                          auth={"erased_users": "fresh"})
+    result = cli(tmp_path, "keys", "list", "--config", str(config))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "configuration error: auth.erased_users: fresh needs an engine that deletes a user's "
+        "memories, and upstream.flavor everos serves no delete (a returning id would see the "
+        "erased user's memories): use refuse"]
 
 
 @pytest.mark.processes

@@ -327,6 +327,7 @@ async def test_an_erased_user_is_refused_to_a_service_key_however_it_names_them(
     searched = answer_search(engine, episodes())
     admin = create_key(settings, "ops", kind="admin")
     service = create_key(settings, "backend", kind="service")
+    create_key(settings, "bob")  # bob is known to the gateway (an id never seen is 404)
     async with keyed(app, admin) as ops:
         erased = await ops.delete("/admin/users/bob")
     assert erased.status_code == 200, erased.text

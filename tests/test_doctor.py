@@ -86,6 +86,16 @@ def test_a_fresh_installation_warns_but_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.processes
+def test_fresh_erased_users_on_an_engine_that_cannot_erase_fails(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "")
+    config.write_text(config.read_text() + '[auth]\nerased_users = "fresh"\n')
+    code, lines = doctor(config)
+    assert code == 1
+    assert line(lines, "upstream").startswith("FAIL")
+    assert "auth.erased_users: fresh needs an engine" in line(lines, "upstream")
+
+
+@pytest.mark.processes
 def test_a_broken_tool_registry_fails_naming_it(tmp_path: Path) -> None:
     registry = tmp_path / "tools.json"
     registry.write_text('[{"name": "x"}]')

@@ -12,16 +12,21 @@ import hashlib
 import io
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 import respx
 
-from gateway.app import Gateway
-from gateway.config import Settings
+from gateway.app import Gateway, create_app
+from gateway.config import ConfigError, Settings
+from gateway.devengine.app import create_dev_engine
+from gateway.errors import SessionOwnedByAnotherUser
 from gateway.identity.auth import generate_key, hash_secret
+from gateway.identity.ownership import CUBE_SCOPE, GROUP_SCOPE
+from gateway.store import attachments as attachment_store
 from gateway.store import user_rows
 from gateway.store.ids import now_ms
 from gateway.store.user_rows import USER_TABLES
@@ -132,8 +137,10 @@ async def test_erased_user_is_refused_with_401_for_any_credential(
 
 async def test_fresh_mode_lets_an_erased_id_back_with_an_empty_account(
     settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+    engine: respx.MockRouter,
 ) -> None:
-    fresh = settings.with_values(auth={"erased_users": "fresh"})
+    engine.delete("/memories").mock(return_value=httpx.Response(200, json={"message": "ok"}))
+    fresh = settings.with_values(auth={"erased_users": "fresh"}, upstream={"flavor": "mem0"})
     async with start_gateway(fresh) as app:
         await seed(app, "alice")
         async with client_for(app, admin_token(settings)) as admin:
@@ -359,3 +366,139 @@ async def test_an_engine_that_cannot_list_fails_the_export_before_any_byte(
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "upstream_bad_response"
     assert databases.rows(settings.storage.database, "SELECT * FROM admin_audit") == []
+
+
+# --- tombstones and the lifecycle of an erased id (issue 51) -----------------------------------
+
+
+@asynccontextmanager
+async def on_dev_engine(settings: Settings) -> AsyncIterator[Gateway]:
+    """A gateway in front of the built-in dev engine, both in process."""
+    dev = create_dev_engine()
+    async with dev.router.lifespan_context(dev):
+        gateway = create_app(settings, upstream_transport=httpx.ASGITransport(app=dev))
+        async with gateway.running():
+            yield gateway
+
+
+def _said(user: str, text: str) -> dict[str, Any]:
+    return {"session_id": "diary", "messages": [
+        {"role": "user", "sender_id": user, "timestamp": now_ms(), "content": text}]}
+
+
+async def test_an_erased_users_session_stays_reserved_for_everyone(
+    settings: Settings, make_key: Callable[[str], str],
+) -> None:
+    """Issue 51 (1): erasing alice must not hand her unflushed `diary` to bob."""
+    async with on_dev_engine(settings) as app:
+        alice, bob = client_for(app, make_key("alice")), client_for(app, make_key("bob"))
+        added = await alice.post("/api/v2/memory/add", json=_said("alice", "my bank PIN is 4321"))
+        assert added.status_code == 200, added.text
+        search = {"user_id": "bob", "query": "PIN", "filters": {"session_id": "diary"}}
+        tasks = {"session_id": "diary"}
+        before = [await bob.post("/api/v2/memory/add", json=_said("bob", "mine now")),
+                  await bob.post("/api/v2/memory/search", json=search),
+                  await bob.get("/api/v2/tasks", params=tasks)]
+        assert [answer.status_code for answer in before] == [403, 404, 404]
+        async with client_for(app, admin_token(settings)) as admin:
+            erased = await admin.delete("/admin/users/alice")
+        assert erased.json()["engine"] == {"erased": False, "remaining": ["diary"]}
+
+        after = [await bob.post("/api/v2/memory/add", json=_said("bob", "mine now")),
+                 await bob.post("/api/v2/memory/search", json=search),
+                 await bob.get("/api/v2/tasks", params=tasks)]
+        assert [(a.status_code, a.json()["error"]["code"]) for a in after] == \
+            [(b.status_code, b.json()["error"]["code"]) for b in before]
+        anywhere = await bob.post("/api/v2/memory/search", json={"user_id": "bob",
+                                                                 "query": "PIN 4321"})
+        assert anywhere.status_code == 200
+        assert "4321" not in anywhere.text
+        await alice.aclose()
+        await bob.aclose()
+    kept = databases.rows(settings.storage.database,
+                          "SELECT user_id FROM memory_sessions WHERE session_id = 'diary'")
+    assert [tuple(row) for row in kept] == [(user_rows.TOMBSTONE,)]
+
+
+async def test_an_erased_users_groups_runs_and_cubes_are_claimable_by_no_one(
+    app: Gateway, admin: httpx.AsyncClient,
+) -> None:
+    """Every owned id lives in memory_sessions, each kind under its own scope: all stay taken."""
+    db = app.services.db
+    owned = [("default", "default", "run-1"), GROUP_SCOPE + ("group-1",),
+             CUBE_SCOPE + ("cube-1",), ("shop", "p1", "s-1")]
+    for app_id, project_id, name in owned:
+        await attachment_store.claim_session(db, "alice", app_id, project_id, name)
+    assert (await admin.delete("/admin/users/alice")).status_code == 200
+    for app_id, project_id, name in owned:
+        assert await attachment_store.session_owner(db, app_id, project_id, name) == \
+            user_rows.TOMBSTONE
+        for claimant in ("bob", "alice"):
+            with pytest.raises(SessionOwnedByAnotherUser):
+                await attachment_store.claim_session(db, claimant, app_id, project_id, name)
+    listed = (await admin.get("/admin/users")).json()["items"]
+    assert [item["userId"] for item in listed] == []
+
+
+async def test_fresh_is_refused_at_start_up_where_the_engine_cannot_erase(
+    settings: Settings,
+) -> None:
+    fresh = settings.with_values(auth={"erased_users": "fresh"})
+    with pytest.raises(ConfigError, match="auth.erased_users: fresh needs an engine"):
+        create_app(fresh)
+    create_app(fresh.with_values(upstream={"flavor": "mem0"}))  # mem0 deletes: accepted
+
+
+async def test_every_later_erase_reports_what_stays_upstream(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    """Issue 51 (9): the second erase reported `remaining: []` once a row came back."""
+    await seed(app, "alice")
+    first = (await admin.delete("/admin/users/alice")).json()
+    assert first["engine"] == {"erased": False, "remaining": ["s-alice"]}
+    databases_key(settings, "alice")  # a key written behind the admin API's back
+    again = (await admin.delete("/admin/users/alice")).json()
+    assert again["engine"] == first["engine"]
+    assert (await admin.delete("/admin/users/alice")).json()["engine"] == first["engine"]
+
+
+async def test_erasing_or_exporting_an_id_never_seen_is_404_and_records_nothing(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    erased = await admin.delete("/admin/users/nosuchuser")
+    exported = await admin.get("/admin/users/nosuchuser/export")
+    assert [erased.status_code, exported.status_code] == [404, 404]
+    assert erased.json()["error"]["code"] == "not_found"
+    assert databases.rows(settings.storage.database, "SELECT * FROM user_erasures") == []
+    assert databases.rows(settings.storage.database, "SELECT * FROM admin_audit") == []
+    await seed(app, "alice")
+    assert (await admin.delete("/admin/users/alice")).status_code == 200
+    assert (await admin.get("/admin/users/alice/export")).status_code == 200  # erased: known
+
+
+async def test_a_key_for_a_refused_erased_id_is_409_and_nothing_is_created(
+    app: Gateway, settings: Settings, admin: httpx.AsyncClient,
+) -> None:
+    await seed(app, "alice")
+    assert (await admin.delete("/admin/users/alice")).status_code == 200
+    keys_before = databases.rows(settings.storage.database, "SELECT id FROM api_keys")
+    for kind in ("user", "service"):
+        refused = await admin.post("/admin/keys", json={"userId": "alice", "kind": kind})
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "user_erased"
+    assert databases.rows(settings.storage.database, "SELECT id FROM api_keys") == keys_before
+    made = await admin.post("/admin/keys", json={"userId": "bob"})
+    assert made.status_code == 201
+
+
+async def test_fresh_lets_a_key_be_made_for_an_erased_id(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> None:
+    engine.delete("/memories").mock(return_value=httpx.Response(200, json={"message": "ok"}))
+    fresh = settings.with_values(auth={"erased_users": "fresh"}, upstream={"flavor": "mem0"})
+    async with start_gateway(fresh) as app:
+        await seed(app, "alice")
+        async with client_for(app, admin_token(settings)) as admin:
+            assert (await admin.delete("/admin/users/alice")).status_code == 200
+            made = await admin.post("/admin/keys", json={"userId": "alice"})
+    assert made.status_code == 201

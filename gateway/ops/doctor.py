@@ -39,6 +39,7 @@ from gateway.search import page_scan
 from gateway.store import migrations, postgresql
 from gateway.store.database import is_postgresql, run_sync, shown_database
 from gateway.store.migrations import Migration
+from gateway.upstream.flavors import check_erased_users
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_BYTES = 1024**3
@@ -369,6 +370,12 @@ def _is_dev_engine(port: int) -> bool:
 def check_upstream(settings: Settings) -> Iterator[Check]:
     upstream = settings.upstream
     flavor = upstream.flavor
+    try:
+        check_erased_users(settings)
+    except ConfigError as exc:
+        yield Check(FAIL, "upstream", str(exc),
+                    'set auth.erased_users = "refuse" (or an engine that deletes)')
+        return
     if not upstream.base_url:
         try:
             check_dev_engine_flavor(settings)

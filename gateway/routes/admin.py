@@ -22,6 +22,7 @@ from gateway.routes.schema import CamelModel, CamelRequest, PageQuery, cursor_pa
 from gateway.services import services
 from gateway.store import audit, keys, users
 from gateway.store.cursors import encode_cursor
+from gateway.userdata.refusal import REFUSE
 
 Scope = Literal["read", "write"]
 SCOPES: tuple[Scope, ...] = ("read", "write")
@@ -103,7 +104,7 @@ def key_out(key: keys.ApiKey) -> KeyOut:
 
 
 @api(summary="Create a key for a user (the token is shown once)", request=KeyCreate,
-     response=NewKeyOut, status=201, tag="admin")
+     response=NewKeyOut, status=201, tag="admin", errors=(409,))
 async def create_key(request: Request) -> Response:
     admin = require_admin(request.scope)
     body = await json_body(request, KeyCreate)
@@ -117,10 +118,12 @@ async def create_key(request: Request) -> Response:
         raise ValidationFailed("expiresAt: must be a time in ms since the epoch",
                                field="expiresAt")
     new = generate_key(body.user_id)
+    svc = services(request)
     stored = await keys.insert(
-        services(request).db, new.key_id, new.user_id, hash_secret(new.secret),
+        svc.db, new.key_id, new.user_id, hash_secret(new.secret),
         kind=body.kind, scopes=body.scopes, name=body.name, expires_at_ms=body.expires_at,
-        users_glob=body.users, audit=(admin.credential_id, "keys.create"))
+        users_glob=body.users, audit=(admin.credential_id, "keys.create"),
+        refuse_erased=svc.settings.auth.erased_users == REFUSE)
     return json_response(NewKeyOut(**key_out(stored).model_dump(), token=new.token), 201)
 
 

@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.errors import Forbidden
+from gateway.errors import Forbidden, NotFound
 from gateway.identity.auth import validate_user_id
 from gateway.identity.principal import READ, request_principal, require_admin
 from gateway.routes.common import api, json_response
 from gateway.services import Services, services
-from gateway.store import audit
+from gateway.store import audit, user_rows
 from gateway.upstream.flavors import flavor_for
 from gateway.userdata.erasure import answer
 from gateway.userdata.export import export_archive, primed
@@ -32,7 +32,7 @@ class ErasureOut(BaseModel):
 
 
 @api(summary="Erase a user: credentials, rows, files and the engine's memories",
-     response=ErasureOut, tag="admin", errors=(502,))
+     response=ErasureOut, tag="admin", errors=(404, 502))
 async def erase_user(request: Request) -> Response:
     admin = require_admin(request.scope)
     user_id = validate_user_id(request.path_params["user_id"])
@@ -48,11 +48,13 @@ async def _archive(svc: Services, user_id: str) -> Response:
 
 
 @api(summary="Everything the gateway holds for a user, as a zip", tag="admin",
-     content_type="application/zip")
+     content_type="application/zip", errors=(404,))
 async def export_user(request: Request) -> Response:
     admin = require_admin(request.scope)
     user_id = validate_user_id(request.path_params["user_id"])
     svc = services(request)
+    if not await user_rows.known(svc.db, user_id):
+        raise NotFound(f"no such user: {user_id}")
     archive = await _archive(svc, user_id)
     await audit.record(svc.db, admin.credential_id, "users.export", user_id)
     return archive

@@ -12,14 +12,20 @@ from gateway.errors import GatewayError, ParsingBudgetExhausted, PayloadTooLarge
 
 JSON_TYPE = b"application/json"
 PARSING_KEY = "gateway.parsing"  # scope key: the request's share of the parsing budget
+# scope key: the server answered 408 to a body that stalled and closed the connection (the
+# body clock of gateway/serving/connections.py); the app's read of the body ends as a disconnect
+BODY_TIMED_OUT = "gateway.body_timed_out"
 
 
 class ParsingBudget:
     """Bytes of request bodies being read and parsed at once in this process
     (`limits.max_parsing_bytes`): a parsed JSON body is several times its size as Python
-    objects, so many large ones at once would exhaust memory. Past the budget a request is
-    refused (503 + Retry-After) before its body is read, instead of the process being killed.
-    One event loop per process: no lock is needed."""
+    objects, so many large ones at once would exhaust memory. A body is charged with the bytes
+    that have arrived, never with what its Content-Length declares (SPEC §13): a client that
+    declares 64 MiB and sends nothing holds nothing, and one whose body stalls is cut off by
+    the server's body clock (gateway/serving/connections.py). Past the budget the request being read
+    is refused (503 + Retry-After) instead of the process being killed. One event loop per
+    process: no lock is needed."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -85,15 +91,12 @@ def check_declared_length(scope: Scope, limit: int) -> None:
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The whole request body; PayloadTooLarge as soon as it passes `limit` (or declares to).
 
-    Inside `ParsingBudget.held`, the body's bytes are charged to the budget: its declared length
-    before anything is read, then what arrives beyond it."""
+    Inside `ParsingBudget.held`, the body's bytes are charged to the budget as they arrive."""
     declared = declared_length(scope)
     if declared is not None and declared > limit:
         raise PayloadTooLarge(
             f"request body of {declared} bytes exceeds the limit of {limit} bytes")
     share: Share | None = scope.get(PARSING_KEY)
-    if share is not None:
-        share.grow_to(declared or 0)
     chunks: list[bytes] = []
     size = 0
     more = True

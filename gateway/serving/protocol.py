@@ -26,8 +26,8 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-from gateway.errors import RequestHeadTooLarge, error_bytes
-from gateway.serving.asgi import new_request_id
+from gateway.errors import RequestHeadTooLarge, RequestTimeout, error_bytes
+from gateway.serving.asgi import BODY_TIMED_OUT, new_request_id
 from gateway.serving.header_names import remember
 
 # A body from this many bytes on goes out beside its held head in one `writelines` (one writev
@@ -212,6 +212,7 @@ class OneWriteProtocol(HttpToolsProtocol):
     _in_body = False  # a request's head is complete and its body is not
     _head_bytes = 0  # bytes received while the head being read was incomplete
     _head_refused = False  # a head was refused: the connection is closing
+    _body_bytes = 0  # bytes received while the current request's body was incomplete
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -236,6 +237,8 @@ class OneWriteProtocol(HttpToolsProtocol):
         super().data_received(data)
         if cap and self._in_head:  # still incomplete: all of it was head
             self._head_bytes += len(data)
+        elif self._in_body:  # the body clock's progress (gateway/serving/connections.py)
+            self._body_bytes += len(data)
 
     def _refuse_head(self) -> None:
         """431 in the gateway's error shape, and the connection closed: nothing of the
@@ -251,6 +254,28 @@ class OneWriteProtocol(HttpToolsProtocol):
             b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
             b"content-length: %d\r\nx-request-id: %b\r\nconnection: close\r\n\r\n%b"
             % (len(body), request_id.encode(), body))
+        self.transport.close()
+
+    def _refuse_body(self) -> None:
+        """408 in the gateway's error shape (when no answer has begun), and the connection
+        closed: the app's read of the body ends as a client that left, and its access line
+        says 408 (gateway/app.py reads BODY_TIMED_OUT)."""
+
+        self._in_body = False
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started and not cycle.disconnected:
+            scope: dict[str, Any] = cycle.scope  # type: ignore[assignment]  # the app's own keys
+            scope[BODY_TIMED_OUT] = True
+            cycle.disconnected = True  # whatever the app sends from now on goes nowhere
+            cycle.message_event.set()
+            request_id = str(scope.get("request_id") or new_request_id())
+            body = error_bytes(RequestTimeout(
+                "the request body did not arrive in time (server.body_timeout_s, "
+                "server.min_body_rate)"), request_id)
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nx-request-id: %b\r\nconnection: close\r\n\r\n%b"
+                % (len(body), request_id.encode(), body))
         self.transport.close()
 
     def _unset_keepalive_if_required(self) -> None:
@@ -290,7 +315,7 @@ class OneWriteProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._in_body, self._head_bytes = False, True, 0
+        self._in_head, self._in_body, self._head_bytes, self._body_bytes = False, True, 0, 0
         super().on_headers_complete()
         # uvicorn has just built this request's cycle and scheduled (not started) its task, or
         # queued it behind a pipelined one: it answers through OneWriteCycle.send from its first

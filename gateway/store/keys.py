@@ -10,8 +10,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gateway.errors import UserErased
 from gateway.store.audit import record_in
 from gateway.store.database import Database, Row
+from gateway.store.user_rows import refused_in
 
 KINDS = ("user", "service", "admin")
 
@@ -58,12 +60,21 @@ async def find(db: Database, key_id: str) -> ApiKey | None:
 async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str, *,
                  kind: str = "user", scopes: Iterable[str] = ("read", "write"), name: str = "",
                  expires_at_ms: int | None = None, users_glob: str = "",
-                 audit: tuple[str, str] | None = None) -> ApiKey:
-    """Store a new key; `audit` = (admin key id, action) records it in the admin log too."""
+                 audit: tuple[str, str] | None = None,
+                 refuse_erased: bool | None = None) -> ApiKey:
+    """Store a new key; `audit` = (admin key id, action) records it in the admin log too.
+
+    With `refuse_erased` set (`auth.erased_users == "refuse"`, or False for "fresh"), a user or
+    service key for an id a credential would be refused as erased is UserErased (409), nothing
+    stored: the key could never work (SPEC §17)."""
     assert kind in KINDS, kind
     now = int(time.time() * 1000)
     scope_text = ",".join(sorted(set(scopes)))
     async with db.write() as tx:
+        if (refuse_erased is not None and kind != "admin"
+                and await refused_in(tx, user_id, refuse_erased)):
+            raise UserErased(f"user {user_id}'s data was erased and auth.erased_users refuses "
+                             "the id: a key for it could never be used")
         await tx.execute(
             "INSERT INTO api_keys (id, user_id, secret_sha256, created_at_ms, kind, scopes, name,"
             " expires_at_ms, users_glob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

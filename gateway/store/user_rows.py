@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.errors import NotFound
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import now_ms
 
@@ -21,6 +22,8 @@ class UserTable:
     name: str
     key: tuple[str, ...] = ("id",)  # the primary key: pages and batches walk it
     hidden: tuple[str, ...] = ()  # columns never exported (secrets, even hashed)
+    # Rows an erasure hands to TOMBSTONE instead of deleting: what they name stays reserved.
+    tombstoned: bool = False
 
 
 # Deleted in this order (foreign keys: messages → conversations → agents, observations → facts,
@@ -44,10 +47,17 @@ USER_TABLES: tuple[UserTable, ...] = (
     UserTable("chat_turn_results"),
     UserTable("message_target_resolutions"),
     UserTable("dev_jobs"),
-    UserTable("memory_sessions", ("app_id", "project_id", "session_id")),
+    UserTable("memory_sessions", ("app_id", "project_id", "session_id"), tombstoned=True),
     UserTable("api_keys", hidden=("secret_sha256",)),
 )
 PAGE_ROWS = 500
+# The owner of an erased user's sessions, groups, runs and cubes (SPEC §17 "tombstoned"): the
+# engine may still hold data under them, so they stay claimed by an owner no caller can be (a
+# user id starts with a letter or digit) and every ownership check refuses them to everyone,
+# a `fresh` returning user of the same id included. Kept for good: the gateway cannot tell
+# when an engine stops holding data under an id (an add already on its way when the erasure
+# began may land after the engine's own delete).
+TOMBSTONE = "_erased"
 
 
 def user_sha256(user_id: str) -> str:
@@ -173,6 +183,8 @@ async def begin_erasure(db: Database, user_id: str, admin_key_id: str) -> tuple[
             return _erasure(row), False
         if row is not None and not await _has_rows(tx, user_id):
             return _erasure(row), False
+        if row is None and not await _has_rows(tx, user_id):
+            raise NotFound(f"no such user: {user_id}")  # never seen: nothing to erase or record
         sessions = json.dumps(await _sessions(tx, user_id))
         if row is None:
             await tx.execute(
@@ -180,15 +192,37 @@ async def begin_erasure(db: Database, user_id: str, admin_key_id: str) -> tuple[
                 "sessions, started_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
                 (digest, user_id, ERASING, admin_key_id, sessions, now))
         else:
+            # What an earlier erasure left upstream is still there: the new one reports it too.
+            kept = {"remaining": json.loads(row["engine"]).get("remaining", [])}
             await tx.update("user_erasures", {
                 "erasing_user_id": user_id, "status": ERASING, "admin_key_id": admin_key_id,
-                "sessions": sessions, "engine": "{}", "counts": "{}", "started_at_ms": now,
-                "finished_at_ms": None}, "user_sha256 = ?", (digest,))
+                "sessions": sessions, "engine": json.dumps(kept), "counts": "{}",
+                "started_at_ms": now, "finished_at_ms": None}, "user_sha256 = ?", (digest,))
         await tx.execute("UPDATE api_keys SET revoked_at_ms = ? WHERE user_id = ? "
                          "AND revoked_at_ms IS NULL", (now, user_id))
         found = await tx.read_one("SELECT * FROM user_erasures WHERE user_sha256 = ?", (digest,))
     assert found is not None
     return _erasure(found), True
+
+
+async def known(db: Database, user_id: str) -> bool:
+    """Whether the gateway has ever seen the user: a key or a row of theirs, or an erasure."""
+    if await db.read_one("SELECT 1 FROM user_erasures WHERE user_sha256 = ?",
+                         (user_sha256(user_id),)) is not None:
+        return True
+    for table in USER_TABLES:
+        if await db.read_one(f"SELECT 1 FROM {table.name} WHERE user_id = ? LIMIT 1",
+                             (user_id,)) is not None:
+            return True
+    return False
+
+
+async def refused_in(tx: Transaction, user_id: str, refuse_erased: bool) -> bool:
+    """Whether a credential naming the user would be refused as erased (userdata/refusal.py's
+    rule, read in the caller's transaction): an erasure runs, or one finished under "refuse"."""
+    row = await tx.read_one("SELECT status FROM user_erasures WHERE user_sha256 = ?",
+                            (user_sha256(user_id),))
+    return row is not None and (row[0] == ERASING or refuse_erased)
 
 
 async def _has_rows(tx: Transaction, user_id: str) -> bool:
@@ -208,13 +242,16 @@ async def _add_counts(tx: Transaction, digest: str, kind: str, removed: int) -> 
 
 
 async def delete_batch(db: Database, table: UserTable, user_id: str, limit: int) -> int:
-    """Delete up to `limit` of the user's rows of `table`, counting them on the erasure in the
-    same transaction; the rows deleted (0 once none are left)."""
+    """Delete up to `limit` of the user's rows of `table` (or hand them to TOMBSTONE, for a
+    `tombstoned` table), counting them on the erasure in the same transaction; the rows
+    removed from the user (0 once none are left)."""
     key = ", ".join(table.key)
     target = f"({key})" if len(table.key) > 1 else key
+    change = (f"UPDATE {table.name} SET user_id = '{TOMBSTONE}'" if table.tombstoned
+              else f"DELETE FROM {table.name}")
     async with db.write() as tx:
         removed = await tx.execute(
-            f"DELETE FROM {table.name} WHERE user_id = ? AND {target} IN "
+            f"{change} WHERE user_id = ? AND {target} IN "
             f"(SELECT {key} FROM {table.name} WHERE user_id = ? LIMIT ?)",
             (user_id, user_id, limit))
         if removed:

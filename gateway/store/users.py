@@ -1,12 +1,14 @@
 """The users the gateway holds anything for, and what it holds (the admin API, SPEC §17).
 
 A user exists for the gateway once a key names them or a row of theirs is stored (a JWT user
-has no key): the user ids of these tables, together.
+has no key): the user ids of these tables, together (an erased user's tombstoned sessions are
+no one's: gateway/store/user_rows.py).
 """
 
 from __future__ import annotations
 
 from gateway.store.database import Database
+from gateway.store.user_rows import TOMBSTONE
 
 # answer field -> (table, extra condition): what `counts` reports per user.
 COUNTED = {
@@ -26,6 +28,7 @@ async def page(db: Database, after: str | None, limit: int) -> list[str]:
     selects = [
         f"SELECT DISTINCT user_id FROM {table} WHERE user_id > ?"
         + (" AND kind <> 'admin'" if table == "api_keys" else "")
+        + (f" AND user_id <> '{TOMBSTONE}'" if table == "memory_sessions" else "")
         for table in _TABLES
     ]
     sql = (f"SELECT user_id FROM ({' UNION '.join(selects)}) AS known "

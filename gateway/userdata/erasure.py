@@ -94,8 +94,12 @@ class Eraser:
             moved("engine")
             owner = await data_owner(self.db, user_id)
             erased = await erase_upstream(self.upstream, self.flavor, owner)
+            # An earlier erasure's `remaining` (a `fresh` id erased again) is kept: the engine
+            # still holds those sessions whatever this pass could delete.
+            remaining = {*erasure.engine.get("remaining", []),
+                         *([] if erased else erasure.sessions)}
             await user_rows.settle_engine(self.db, user_id, {
-                "done": True, "erased": erased, "remaining": [] if erased else erasure.sessions})
+                "done": True, "erased": erased, "remaining": sorted(remaining)})
         # Again until a pass finds nothing: a request of the user's already past the refusal
         # when the erasure began may still have written a row or a file behind the first pass.
         while await self._remove_everything(user_id, moved):

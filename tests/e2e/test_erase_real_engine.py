@@ -1,6 +1,7 @@
 """Erasing a user in front of the real EverOS 1.5.1 engine, which serves no delete (SPEC §17):
 the gateway removes everything it holds, refuses the user from then on, and its answer lists
-the sessions that stay upstream; the engine, asked directly, still has them."""
+the sessions that stay upstream; the engine, asked directly, still has them, and no one can
+claim or read them through the gateway (tombstones)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,48 @@ def test_erase_on_local_everos_lists_the_sessions_that_stay_upstream(
         return episodes[0] if episodes else None
 
     assert "windmill" in eventually(found, what="the erased user's episode")["episode"]
+
+
+def test_an_erased_users_session_stays_reserved_on_local_everos(
+    everos: EverosEngine, tmp_path: Path,
+) -> None:
+    """Issue 51 (1), as seen on EverOS 1.5.1: after alice's erasure, bob's add to her unflushed
+    session made it his, and his search read her message from `unprocessed_messages`."""
+    suffix = secrets.token_hex(4)
+    alice, bob = f"alice-{suffix}", f"bob-{suffix}"
+    diary = new_session("diary")
+    with gateway(tmp_path, everos.url, log=tmp_path / "gateway.log") as gw:
+        database = tmp_path / "storage" / "_gateway.db"
+
+        def client(user: str) -> httpx.Client:
+            return httpx.Client(base_url=gw.url, timeout=60,
+                                headers={"Authorization": f"Bearer {gw.key(user)}"})
+
+        def said(user: str, text: str) -> dict[str, Any]:
+            return {"session_id": diary, "messages": [message("user", user, text, now_ms())]}
+
+        search = {"user_id": bob, "query": "PIN", "filters": {"session_id": diary}}
+        with client(alice) as as_alice, client(bob) as as_bob:
+            added = as_alice.post("/api/v2/memory/add", json=said(alice, "my bank PIN is 4321"))
+            assert added.status_code == 200, added.text
+            assert as_bob.post("/api/v2/memory/add",
+                               json=said(bob, "hello")).status_code == 403
+            with httpx.Client(base_url=gw.url, timeout=120, headers={
+                    "Authorization": f"Bearer {_admin_key(database)}"}) as admin:
+                erased = admin.delete(f"/admin/users/{alice}")
+            assert erased.status_code == 200, erased.text
+            assert erased.json()["engine"] == {"erased": False, "remaining": [diary]}
+
+            claim = as_bob.post("/api/v2/memory/add", json=said(bob, "hello"))
+            assert claim.status_code == 403, claim.text
+            assert claim.json()["error"]["code"] == "session_owned_by_another_user"
+            read = as_bob.post("/api/v2/memory/search", json=search)
+            assert read.status_code == 404, read.text
+            anywhere = as_bob.post("/api/v2/memory/search", json={"user_id": bob,
+                                                                  "query": "bank PIN"})
+            assert anywhere.status_code == 200, anywhere.text
+            assert "4321" not in anywhere.text
+    # The engine still holds her message under the session: the reservation is what guards it.
+    held = everos.post("/api/v2/memory/search", {"user_id": alice, "query": "PIN",
+                                                 "filters": {"session_id": diary}})
+    assert "4321" in held.text
