@@ -45,10 +45,13 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    try:  # glibc's soname first: find_library runs ldconfig in a subprocess
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
     except OSError:
-        return None
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        except OSError:
+            return None
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long]
