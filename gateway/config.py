@@ -279,6 +279,12 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class ConsoleSettings:
+    enabled: bool = _setting(True, "serve the operator console at /console (admin keys sign in)")
+    session_ttl_s: int = _setting(28800, "a console session ends this many seconds after sign-in")
+
+
+@dataclass(frozen=True)
 class ToolsSettings:
     registry: str = _setting(
         "", "JSON file of the tools agents may propose (docs/tool-calls.md); empty = the "
@@ -335,6 +341,7 @@ class Settings:
     rate_limits_owned: RouteClassLimits = field(
         default_factory=RouteClassLimits, metadata={"section": "rate_limits.owned"})
     uploads: UploadsSettings = field(default_factory=UploadsSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
 
     @property
     def llm_enabled(self) -> bool:
