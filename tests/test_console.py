@@ -19,6 +19,7 @@ from gateway.config import Settings
 from gateway.metrics import RecentAnswers
 from tests.attachment_helpers import PNG, answer_search, engine_ok, episodes
 from tests.conftest import StartGateway, client_for, create_key
+from tests.user_data_seed import seed_user
 
 ORIGIN = "http://gateway.test"
 SAME = {"Sec-Fetch-Site": "same-origin"}
@@ -460,3 +461,59 @@ def test_recent_answers_count_the_last_hour_by_status() -> None:
     recent.add(500, now_s=10_000.0 - 3_700)  # more than an hour before
     assert recent.last_hour(now_s=10_030.0) == {"requests": 6, "4xx": 2, "5xx": 2, "429": 1}
     assert recent.last_hour(now_s=10_000.0 + 3_700)["requests"] == 0
+
+
+@pytest.mark.both_databases
+async def test_the_lists_across_users_read_every_database(
+    app: Gateway, ops: httpx.AsyncClient
+) -> None:
+    """Resolutions, tool calls by state, a user's sessions and the overview's counts."""
+    for user in ("carol", "dave"):
+        await seed_user(app.services.db, app.services.files, user)
+    pending = await ops.get("/console/tool-calls", params={"state": "pending"})
+    assert pending.text.count('<a href="/console/users/carol">') == 1
+    assert pending.text.count('<a href="/console/users/dave">') == 1
+    failed = await ops.get("/console/tool-calls", params={"state": "failed"})
+    assert "No failed tool calls." in failed.text
+    assert (await ops.get("/console/tool-calls", params={"state": "gone"})).status_code == 404
+    everyone = await ops.get("/console/resolutions")
+    assert "carol" in everyone.text and "dave" in everyone.text
+    one = await ops.get("/console/resolutions", params={"user": "dave"})
+    assert "/console/users/dave" in one.text and "/console/users/carol" not in one.text
+    user = await ops.get("/console/users/carol")
+    assert "s-carol" in user.text and "file-0.txt" in user.text and "file-1.txt" in user.text
+    overview = await ops.get("/console")
+    assert re.search(r"<th>Users</th><td><a href=\"/console/users\">2</a>", overview.text)
+
+
+async def test_resolutions_and_tool_calls_page_by_cursor_with_a_next_link(
+    app: Gateway, ops: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.console import resolutions, tool_calls
+    monkeypatch.setattr(resolutions, "PAGE", 2)
+    monkeypatch.setattr(tool_calls, "PAGE", 2)
+    for user in ("u1", "u2", "u3"):
+        await seed_user(app.services.db, app.services.files, user, stored_files=0)
+    for path in ("/console/resolutions", "/console/tool-calls"):
+        seen: list[str] = []
+        url: str | None = path
+        while url:
+            page = await ops.get(html.unescape(url))
+            seen += re.findall(r'<a href="/console/users/(u\d)">', page.text)
+            found = re.search(r'<a href="([^"]+)" class="next">Next</a>', page.text)
+            url = found.group(1) if found else None
+        assert sorted(seen) == ["u1", "u2", "u3"], path
+
+
+async def test_a_console_form_past_its_size_is_413_before_it_is_read(
+    app: Gateway, ops: httpx.AsyncClient, admin_key: str
+) -> None:
+    padding = "x" * (70 * 1024)
+    answer = await ops.post("/console/keys", headers=SAME, data={
+        "csrf_token": await token_of(ops), "user": "bob", "name": padding})
+    assert answer.status_code == 413
+    async with console_client(app) as client:
+        form = await client.get("/console/login")
+        answer = await client.post("/console/login", headers=SAME, data={
+            "csrf_token": csrf_of(form.text), "admin_key": admin_key, "pad": padding})
+        assert answer.status_code == 413 and "mgw_console" not in client.cookies

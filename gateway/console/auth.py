@@ -29,7 +29,7 @@ async def sign_in(request: Request) -> Response:
     if not guard.same_origin(request.headers, guard.own_origins(request)):
         raise Forbidden("this form did not come from the console's own pages",
                         code="cross_origin_request")
-    form = await request.form()
+    form = await guard.read_form(request)
     sent = form.get(guard.CSRF_FIELD)
     expected = request.cookies.get(guard.LOGIN_COOKIE, "")
     if not isinstance(sent, str) or not expected or not guard.tokens_equal(sent, expected):

@@ -14,13 +14,13 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import Forbidden
+from gateway.errors import Forbidden, PayloadTooLarge
 from gateway.identity.principal import Principal
 from gateway.services import services
 from gateway.store import console_sessions, keys
@@ -30,6 +30,7 @@ LOGIN_COOKIE = "mgw_console_login"
 LOGIN_TTL_S = 3600
 COOKIE_PATH = "/console"
 CSRF_FIELD = "csrf_token"
+MAX_FORM_BYTES = 64 * 1024  # the console's forms are a few short fields
 
 
 class SignInNeeded(Exception):
@@ -138,6 +139,19 @@ async def operator(request: Request) -> Operator:
     return Operator(principal, token)
 
 
+async def read_form(request: Request) -> FormData:
+    """The POST's url-encoded form, read up to MAX_FORM_BYTES (413 past that, before the rest
+    of the body is read)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise PayloadTooLarge(f"a console form is at most {MAX_FORM_BYTES} bytes")
+    fields: list[tuple[str, str | UploadFile]] = list(
+        parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    return FormData(fields)
+
+
 async def change(request: Request) -> tuple[Operator, FormData]:
     """The operator and form of a POST that changes something: refused (403, nothing done)
     without same-origin proof or the session's CSRF token."""
@@ -145,7 +159,7 @@ async def change(request: Request) -> tuple[Operator, FormData]:
     if not same_origin(request.headers, own_origins(request)):
         raise Forbidden("this form did not come from the console's own pages",
                         code="cross_origin_request")
-    form = await request.form()
+    form = await read_form(request)
     sent = form.get(CSRF_FIELD)
     if not isinstance(sent, str) or not tokens_equal(sent, who.csrf_token):
         raise Forbidden("the form's CSRF token is missing or wrong", code="csrf_token_invalid")

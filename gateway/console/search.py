@@ -12,6 +12,7 @@ from starlette.routing import Route
 from gateway.console import guard
 from gateway.console.calls import as_user, refused
 from gateway.console.rendering import page
+from gateway.errors import ValidationFailed
 from gateway.identity.auth import validate_user_id
 from gateway.search.matching import matched_string
 
@@ -39,7 +40,7 @@ async def recall(request: Request) -> Response:
     if form["user"]:
         try:
             validate_user_id(form["user"])
-        except Exception:
+        except ValidationFailed:
             error = "User: not a valid user id."
         else:
             body: dict[str, Any] = {"query": form["query"], "user_id": form["user"]}

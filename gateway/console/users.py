@@ -13,6 +13,7 @@ from gateway.console import guard
 from gateway.console.calls import Refused, as_admin, as_user, query_string
 from gateway.console.rendering import next_url, page
 from gateway.console.thumbnails import raster_type, stored_raster_type
+from gateway.errors import ValidationFailed
 from gateway.identity.auth import validate_user_id
 from gateway.services import services
 from gateway.store import attachments, audit
@@ -27,7 +28,7 @@ FILE_ROUTES = {"attachment": "/attachments/{}/content", "resource": "/resources/
 def _user(request: Request) -> str:
     try:
         return validate_user_id(request.path_params["user_id"])
-    except Exception:
+    except ValidationFailed:
         raise Refused(404, "no such user") from None
 
 
@@ -89,7 +90,9 @@ async def show_user(request: Request) -> Response:
             stored = upload_files.get(item["id"])
             image = stored is not None and await stored_raster_type(svc.files, stored)
             uploads.append({**item, "image": bool(image)})
+    shown = sum(len(session["attachments"]) for session in sessions)
     return page(request, "user.html", who, user=user, keys=user_keys, sessions=sessions,
+                more_attachments=MAPPINGS_SHOWN if shown >= MAPPINGS_SHOWN else 0,
                 uploads=uploads, next_url=more_uploads,
                 refused=listed.status == 401,
                 conversations=await _conversations(request, who, user))
