@@ -411,8 +411,13 @@ async def test_user_content_is_escaped_on_every_page(
     app: Gateway, ops: httpx.AsyncClient, settings: Settings, engine: respx.MockRouter
 ) -> None:
     await seed_hostile_user(app, settings, engine)
+    async with client_for(app, create_key(settings, "alice")) as alice:
+        resolved = await alice.post("/chats/c1/resolve", json={"text": XSS})
+        assert resolved.status_code == 200, resolved.text
     pages = [await ops.get("/console/users/alice"),
-             await ops.get("/console/search", params={"user": "alice", "query": XSS})]
+             await ops.get("/console/search", params={"user": "alice", "query": XSS}),
+             await ops.get("/console/resolutions", params={"user": "alice"}),
+             await ops.get("/console/keys", params={"user": XSS})]
     for page in pages:
         assert page.status_code == 200, page.text
         assert "<script>window.__pwned" not in page.text and "<img src=x" not in page.text
