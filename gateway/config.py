@@ -539,6 +539,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("upstream.max_connections: must be at least 1")
     if settings.server.workers < 1:
         raise ConfigError("server.workers: must be at least 1")
+    if settings.console.session_ttl_s < 1:
+        raise ConfigError("console.session_ttl_s: must be at least 1")
     if settings.server.header_timeout_s <= 0:
         raise ConfigError("server.header_timeout_s: must be more than 0")
     if settings.server.max_head_bytes != 0 and settings.server.max_head_bytes < MIN_HEAD_BYTES:
