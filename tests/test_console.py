@@ -522,3 +522,14 @@ async def test_a_console_form_past_its_size_is_413_before_it_is_read(
         answer = await client.post("/console/login", headers=SAME, data={
             "csrf_token": csrf_of(form.text), "admin_key": admin_key, "pad": padding})
         assert answer.status_code == 413 and "mgw_console" not in client.cookies
+
+
+async def test_console_enabled_false_serves_no_console(
+    settings: Settings, start_gateway: StartGateway
+) -> None:
+    off = settings.with_values(console={"enabled": False})
+    async with start_gateway(off) as app, console_client(app) as client:
+        for path in ("/console", "/console/login", "/console/static/console.css"):
+            answer = await client.get(path)
+            assert answer.status_code == 401, path  # no key: like any path the gateway serves
+            assert "content-security-policy" not in answer.headers
