@@ -27,6 +27,7 @@ from gateway.attachments.files import create_file_store
 from gateway.attachments.leases import Lease
 from gateway.attachments.links import NAME_ACCESS, FileLinks
 from gateway.config import Settings
+from gateway.console import CONSOLE_PREFIX, Console
 from gateway.devjobs.runner import DevJobRunner
 from gateway.errors import (
     GatewayError,
@@ -143,6 +144,7 @@ class Gateway:
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
         self._index = RouteIndex(self.routes, OWNED_PREFIXES)
+        self.console = Console(self) if settings.console.enabled else None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -313,6 +315,12 @@ class Gateway:
             scope["path"], scope["raw_path"] = path, quote(path).encode()
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
+            return
+        if self.console is not None and (path == CONSOLE_PREFIX
+                                         or path.startswith(CONSOLE_PREFIX + "/")):
+            # The console's own session, never a key header, opens it (SPEC §20).
+            scope[ROUTE_KEY] = CONSOLE_PREFIX
+            await self.console(scope, receive, send)
             return
         principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/serving/inprocess.py)
         if principal is None:

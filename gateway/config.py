@@ -286,6 +286,12 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class ConsoleSettings:
+    enabled: bool = _setting(True, "serve the operator console at /console (admin keys sign in)")
+    session_ttl_s: int = _setting(28800, "a console session ends this many seconds after sign-in")
+
+
+@dataclass(frozen=True)
 class ToolsSettings:
     registry: str = _setting(
         "", "JSON file of the tools agents may propose (docs/tool-calls.md); empty = the "
@@ -342,6 +348,7 @@ class Settings:
     rate_limits_owned: RouteClassLimits = field(
         default_factory=RouteClassLimits, metadata={"section": "rate_limits.owned"})
     uploads: UploadsSettings = field(default_factory=UploadsSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
 
     @property
     def llm_enabled(self) -> bool:
@@ -539,6 +546,8 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("upstream.max_connections: must be at least 1")
     if settings.server.workers < 1:
         raise ConfigError("server.workers: must be at least 1")
+    if settings.console.session_ttl_s < 1:
+        raise ConfigError("console.session_ttl_s: must be at least 1")
     if settings.server.header_timeout_s <= 0:
         raise ConfigError("server.header_timeout_s: must be more than 0")
     if settings.server.body_timeout_s <= 0:

@@ -7,6 +7,7 @@ the raw path; unusual methods count as `OTHER`.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Protocol
@@ -111,12 +112,49 @@ class PlainCounter(Collector):
         yield CounterMetricFamily(self.name, self.documentation, value=self.value)
 
 
+class RecentAnswers:
+    """Answers of the last hour by minute: all, 4xx, 5xx and 429 (the console's overview).
+
+    A ring of 60 minutes, each slot stamped with its minute; a stale slot is reset when reused
+    and skipped when summed. One event loop per process updates it, so no lock is needed."""
+
+    SLOTS = 60
+
+    def __init__(self) -> None:
+        self._minute = [-1] * self.SLOTS
+        self._counts = [[0, 0, 0, 0] for _ in range(self.SLOTS)]
+
+    def add(self, status: int, now_s: float | None = None) -> None:
+        minute = int((time.time() if now_s is None else now_s) // 60)
+        slot = minute % self.SLOTS
+        counts = self._counts[slot]
+        if self._minute[slot] != minute:
+            self._minute[slot] = minute
+            counts[0] = counts[1] = counts[2] = counts[3] = 0
+        counts[0] += 1
+        if 400 <= status < 500:
+            counts[1] += 1
+            if status == 429:
+                counts[3] += 1
+        elif status >= 500:
+            counts[2] += 1
+
+    def last_hour(self, now_s: float | None = None) -> dict[str, int]:
+        minute = int((time.time() if now_s is None else now_s) // 60)
+        total = [0, 0, 0, 0]
+        for stamp, counts in zip(self._minute, self._counts, strict=True):
+            if minute - self.SLOTS < stamp <= minute:
+                total = [a + b for a, b in zip(total, counts, strict=True)]
+        return dict(zip(("requests", "4xx", "5xx", "429"), total, strict=True))
+
+
 class Metrics:
     """The app's metrics; feature code calls the small methods below, never prometheus directly."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = RequestStats()
+        self.recent = RecentAnswers()
         self.registry.register(self.requests)
         self.upstream_errors = Counter(
             "gateway_upstream_errors", "Upstream transport failures answered 502/503/504, by kind",
@@ -138,6 +176,7 @@ class Metrics:
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.request(route, method if method in METHODS else "OTHER", status, seconds)
+        self.recent.add(status)
 
     def gateway_error(self, exc: GatewayError) -> None:
         """Count an error answered to a client when it is an upstream failure."""

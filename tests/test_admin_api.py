@@ -130,6 +130,9 @@ async def test_every_admin_action_is_in_the_audit_log(
     second = (await ops.get("/admin/audit", params={"cursor": first["nextCursor"]})).json()
     assert [e["action"] for e in first["items"] + second["items"]] == ["keys.create",
                                                                         "keys.revoke"]
+    revokes = (await ops.get("/admin/audit", params={"action": "keys.revoke"})).json()
+    assert [(e["action"], e["target"]) for e in revokes["items"]] == [("keys.revoke",
+                                                                       made["id"])]
 
 
 async def test_a_read_only_admin_key_reads_the_admin_api_and_changes_nothing(

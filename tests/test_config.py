@@ -88,6 +88,7 @@ def test_file_values_then_environment_override(tmp_path: Path) -> None:
         ("", {"MEMORY_GATEWAY_RESOURCES_FLUSH_AFTER_INGEST": "maybe"}, "flush_after_ingest"),
         ("[server]\nmax_head_bytes = 100\n", {}, "server.max_head_bytes"),
         ("", {"MEMORY_GATEWAY_SERVER_MAX_HEAD_BYTES": "-1"}, "server.max_head_bytes"),
+        ("[console]\nsession_ttl_s = 0\n", {}, "console.session_ttl_s"),
     ],
 )
 def test_bad_value_or_unknown_key_names_the_key(

@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 from gateway.search import page_scan
 from gateway.search.answers import scanned_answer
 from gateway.search.index import _build
-from gateway.search.matching import FilenameMatcher, searchable_text, walk_strings
+from gateway.search.matching import (
+    FilenameMatcher,
+    matched_string,
+    searchable_text,
+    walk_strings,
+)
 from gateway.serving import jsonio
 
 json_values = st.recursive(
@@ -586,3 +591,27 @@ def test_a_name_given_twice_is_the_first_given() -> None:
         listed.append(jsonio.loads(out)["results"][0]["attachments"])
         assert attached == 2
     assert listed[0] == listed[1] == [{"name": "b.png", "n": 0}, {"name": "a.png", "n": 1}]
+
+
+@pytest.mark.parametrize("raw, name, found", [
+    ({"episode": "shared Sunset.PNG at the beach"}, "sunset.png", "shared Sunset.PNG at the beach"),
+    ({"a": ["x", {"b": "see photo.png"}]}, "photo.png", "see photo.png"),
+    ({"base64": "photo.png", "text": "nothing"}, "photo.png", None),
+    ({"name": "photo.png"}, "photo.png", "photo.png"),
+    ({"text": "photo.pn"}, "photo.png", None),
+    ({"text": "photo.png"}, "", None),
+])
+def test_matched_string_is_the_string_a_name_matched_in(
+    raw: Any, name: str, found: str | None
+) -> None:
+    assert matched_string(raw, name) == found
+
+
+@given(json_values, st.text(min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_matched_string_agrees_with_the_search_s_matching(raw: Any, name: str) -> None:
+    found = matched_string(raw, name)
+    matches = bool(FilenameMatcher([name]).find(searchable_text(raw)))
+    assert (found is not None) == matches
+    if found is not None:
+        assert found in walk_strings(raw) and name.lower() in found.lower()

@@ -83,6 +83,11 @@ class UserList(CamelModel):
     next_cursor: str | None
 
 
+class AuditQuery(PageQuery):
+    action: str | None = Field(default=None, max_length=100,
+                               description="only this action's entries (e.g. keys.create)")
+
+
 class AuditOut(CamelModel):
     seq: int
     at_ms: int
@@ -181,14 +186,14 @@ async def list_users(request: Request) -> Response:
                                   next_cursor=encode_cursor(0, found[-1]) if more else None))
 
 
-@api(summary="The admin audit log, oldest first", query=PageQuery, response=AuditList,
+@api(summary="The admin audit log, oldest first", query=AuditQuery, response=AuditList,
      tag="admin")
 async def audit_log(request: Request) -> Response:
     require_admin(request.scope)
-    query = query_params(request, PageQuery)
+    query = query_params(request, AuditQuery)
     cursor = cursor_param(query.cursor, "cursor")
     entries = await audit.page(services(request).db, 0 if cursor is None else cursor.key,
-                               query.limit + 1)
+                               query.limit + 1, query.action)
     more = len(entries) > query.limit
     entries = entries[:query.limit]
     next_cursor = encode_cursor(entries[-1].seq, "audit") if more and entries else None

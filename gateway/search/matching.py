@@ -132,3 +132,16 @@ class FilenameMatcher:
                 found.add(name)  # type: ignore[arg-type]
                 reported = report[fail[reported]]
         return found
+
+
+def matched_string(raw: object, name: str) -> str | None:
+    """The first string of `raw` in which `name` occurs by the rule above (every string but those
+    under `base64`, case-insensitively), or None: what the operator console shows as the text a
+    search result's attachment matched on."""
+    matcher = FilenameMatcher([name])
+    if not matcher:
+        return None
+    for text in walk_strings(raw):
+        if matcher.find(text.lower()):
+            return text
+    return None

@@ -310,3 +310,12 @@ def new_mapping(
         mapping_id or new_id("att"), user_id, app_id, project_id, session_id, resource_id,
         content_type, name, internal_uri, source, sha256,
     )
+
+
+async def user_mappings(db: Database, user_id: str, limit: int) -> list[Row]:
+    """A user's live mappings by session, then name (the operator console's user page)."""
+    return await db.read(
+        "SELECT id, session_id, name, internal_uri, content_type, source, resource_id "
+        "FROM memory_attachments "
+        "WHERE user_id = ? AND deleted_at IS NULL ORDER BY session_id, name, id LIMIT ?",
+        (user_id, limit))

@@ -34,9 +34,16 @@ async def record(db: Database, admin_key_id: str, action: str, target: str) -> N
         await record_in(tx, admin_key_id, action, target)
 
 
-async def page(db: Database, after_seq: int, limit: int) -> list[AuditEntry]:
-    """Entries after `after_seq` in the order they were recorded."""
-    rows = await db.read(
-        "SELECT * FROM admin_audit WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit)
-    )
+async def page(db: Database, after_seq: int, limit: int,
+               action: str | None = None) -> list[AuditEntry]:
+    """Entries after `after_seq` in the order they were recorded (only `action`'s, if given)."""
+    if action is None:
+        rows = await db.read(
+            "SELECT * FROM admin_audit WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit)
+        )
+    else:
+        rows = await db.read(
+            "SELECT * FROM admin_audit WHERE seq > ? AND action = ? ORDER BY seq LIMIT ?",
+            (after_seq, action, limit),
+        )
     return [_entry(row) for row in rows]

@@ -114,3 +114,25 @@ async def list_for_chat(
             (user_id, chat_id, before.key, before.key, before.id, limit),
         )
     return [_resolution(row) for row in rows]
+
+
+async def recent(db: Database, user_id: str | None, chat_id: str | None, limit: int,
+                 before: Cursor | None = None) -> list[tuple[str, Resolution]]:
+    """Resolutions of every user (or of one user, or one chat of theirs), newest first, each
+    with its user: the operator console's view of the audit."""
+    where: list[str] = []
+    params: list[object] = []
+    if user_id:
+        where.append("user_id = ?")
+        params.append(user_id)
+    if chat_id:
+        where.append("chat_id = ?")
+        params.append(chat_id)
+    if before is not None:
+        where.append("(created_at_ms < ? OR (created_at_ms = ? AND id < ?))")
+        params += [before.key, before.key, before.id]
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = await db.read(
+        f"SELECT * FROM message_target_resolutions {clause}"
+        "ORDER BY created_at_ms DESC, id DESC LIMIT ?", (*params, limit))
+    return [(row["user_id"], _resolution(row)) for row in rows]

@@ -15,6 +15,7 @@ from typing import Any
 from gateway.errors import IdempotencyConflict
 from gateway.store import assets, conversations, messages, working_state
 from gateway.store.conversations import Conversation
+from gateway.store.cursors import Cursor
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.messages import Message, NewMessage
@@ -308,3 +309,30 @@ async def attach(
     return [
         m.model_copy(update={"tool_call": calls[m.id]}) if m.id in calls else m for m in page
     ]
+
+
+# The operator console's three lists (SPEC §20): proposed and waiting for the user, confirmed
+# and not finished, failed.
+TOOL_CALL_STATES = {
+    "pending": "status = 'not_completed' AND confirmed_at_ms IS NULL",
+    "running": "status = 'not_completed' AND confirmed_at_ms IS NOT NULL",
+    "failed": "status = 'failed'",
+}
+
+
+async def page_in_state(db: Database, state: str, before: Cursor | None,
+                        limit: int) -> list[tuple[str, ToolCall]]:
+    """Every user's calls in `state` (a TOOL_CALL_STATES key), newest change first, each with
+    its user; `before` = (updated_at_ms, message_id) of the last one seen."""
+    condition = TOOL_CALL_STATES[state]
+    if before is None:
+        rows = await db.read(
+            f"SELECT * FROM tool_calls WHERE {condition} "
+            "ORDER BY updated_at_ms DESC, message_id DESC LIMIT ?", (limit,))
+    else:
+        rows = await db.read(
+            f"SELECT * FROM tool_calls WHERE {condition} AND (updated_at_ms < ? OR "
+            "(updated_at_ms = ? AND message_id < ?)) "
+            "ORDER BY updated_at_ms DESC, message_id DESC LIMIT ?",
+            (before.key, before.key, before.id, limit))
+    return [(row["user_id"], _call(row)) for row in rows]

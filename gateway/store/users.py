@@ -7,6 +7,8 @@ no one's: gateway/store/user_rows.py).
 
 from __future__ import annotations
 
+import time
+
 from gateway.store.database import Database
 from gateway.store.user_rows import TOMBSTONE
 
@@ -51,3 +53,18 @@ async def counts(db: Database, user_ids: list[str]) -> dict[str, dict[str, int]]
         for row in rows:
             out[row["user_id"]][field] = int(row["n"])
     return out
+
+
+async def totals(db: Database) -> dict[str, int]:
+    """How many users the gateway knows and how many keys are live, for the console overview."""
+    selects = [
+        f"SELECT DISTINCT user_id FROM {table}"
+        + (" WHERE kind <> 'admin'" if table == "api_keys" else "")
+        for table in _TABLES
+    ]
+    known = await db.read_one(
+        f"SELECT COUNT(*) AS n FROM ({' UNION '.join(selects)}) AS known")
+    live = await db.read_one(
+        "SELECT COUNT(*) AS n FROM api_keys WHERE revoked_at_ms IS NULL AND "
+        "(expires_at_ms IS NULL OR expires_at_ms > ?)", (int(time.time() * 1000),))
+    return {"users": int(known["n"]) if known else 0, "keys": int(live["n"]) if live else 0}
