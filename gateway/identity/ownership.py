@@ -163,7 +163,8 @@ class OwnershipRules:
             if not claims:
                 raise NotFound(f"no such {_NOUNS.get(kind, kind)}")
             if owner is not None:
-                raise SessionOwnedByAnotherUser()
+                raise SessionOwnedByAnotherUser(
+                    f"this {_NOUNS.get(kind, kind)} belongs to another user")
             mine = False  # no one's yet: the add claims it
         return mine
 
