@@ -88,7 +88,7 @@ async def test_3_mem0_wildcard_run_is_never_claimed_listed_or_deleted(
     assert engine.requests == []
 
 
-# --- 4: padded ids ---------------------------------------------------------------------------------
+# --- 4: padded ids -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("padded", ["r1 ", "\tr1", " r1", "r1\n", "r1\u00a0", "\u3000r1"])
 async def test_4_mem0_padded_run_of_another_user_is_refused(
