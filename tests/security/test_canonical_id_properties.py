@@ -41,7 +41,7 @@ from tests.security.test_flavor_model_properties import (
 SPACES = (" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u00a0", "\u1680", "\u2000",
           "\u2003", "\u2009", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f", "\u3000")
 INVISIBLE = ("\u200b", "\u200d", "\ufeff", "\u00ad")
-MAGIC = ("*", "__all__", "", " ", "__ALL__", " * ", "%", "null", "*\u3000")
+MAGIC = ("*", "__all__", "", " ", "__ALL__", " * ", "%", "*\u3000", "?")
 
 
 def _fullwidth(text: str) -> str:
