@@ -336,7 +336,8 @@ async def test_v2_delete_and_edit_are_the_callers_own(
     assert refused == [422, 404, 403, 404, 403, 404]
     assert forwarded(route, before) == []
     assert (await bob.post("/api/v2/memory/delete", json={"user_id": "bob"})).status_code == 200
-    assert (await bob.post("/api/v2/memory/edit", json={"user_id": "bob", "operations": [edit]})
+    added = {"action": "add", "type": "explicit_info", "data": {"city": "Lisbon"}}
+    assert (await bob.post("/api/v2/memory/edit", json={"user_id": "bob", "operations": [added]})
             ).status_code == 200
 
 

@@ -252,9 +252,9 @@ async def test_or_and_not_filters_never_scope_a_read(
     {"user_id": []}, {"user_id": {"in": []}}, {"agent_id": []}, {"AND": [{"user_id": []}]},
     {"OR": [{"user_id": "alice"}]}, {"$or": [{"user_id": "alice"}]},
     {"AND": [{"OR": [{"user_id": "alice"}, {"run_id": "alices-run"}]}]},
-    {"app_id": "photos"}, {"run_id": "*"},
+    {"app_id": "photos"},
 ], ids=["user-empty", "user-in-empty", "agent-empty", "and-empty", "or", "$or", "and-or",
-        "app", "run-wildcard"])
+        "app"])
 async def test_filters_that_pin_no_one_are_user_id_required(
     alice: httpx.AsyncClient, engine: respx.MockRouter, filters: dict
 ) -> None:
@@ -271,14 +271,14 @@ async def test_filters_that_pin_no_one_are_user_id_required(
 
 
 @pytest.mark.parametrize("filters", [
-    {"user_id": {"ne": "alice"}}, {"user_id": {"gt": "a"}}, {"user_id": "*"},
+    {"user_id": {"ne": "alice"}}, {"user_id": {"gt": "a"}},
     {"user_id": {"in": ["alice", "bob"]}}, {"user_id": {"nin": ["alice"]}},
     {"user_id": {"icontains": "a"}}, {"AND": [{"user_id": "alice"}, {"user_id": "bob"}]},
     {"user_id": "alice", "OR": [{"user_id": {"ne": "alice"}}, {"run_id": "r"}]},
     {"user_id": "alice", "$or": [{"user_id": "bob"}]},
     {"user_id": "alice", "metadata": {"user_id": "bob"}},
     {"user_id": "alice", "agent_id": "someone-elses-agent"},
-], ids=["ne", "gt", "wildcard", "in-other", "nin", "icontains", "and-other", "or-ne",
+], ids=["ne", "gt", "in-other", "nin", "icontains", "and-other", "or-ne",
         "$or-other", "nested", "agent"])
 async def test_a_condition_that_can_match_another_user_is_403_wherever_it_sits(
     alice: httpx.AsyncClient, engine: respx.MockRouter, filters: dict
@@ -352,13 +352,15 @@ async def test_delete_all_of_the_platform_is_bounded_by_user_agent_or_run(
     route = every_route(engine)
     await add_run(alice, "alice", "alices-run")
     before = len(route.calls)
-    assert (await alice.delete("/v1/memories/?user_id=alice&run_id=*")).status_code == 200
+    assert (await alice.delete("/v1/memories/?user_id=alice")).status_code == 200
     assert (await alice.delete("/v1/memories/?run_id=alices-run")).status_code == 200
-    assert (await alice.delete("/v1/memories/?user_id=*")).status_code == 403
+    # `*` is every run (or user) to the engine, never an id: refused wherever it sits.
+    assert (await alice.delete("/v1/memories/?user_id=alice&run_id=*")).status_code == 422
+    assert (await alice.delete("/v1/memories/?user_id=*")).status_code == 422
     assert (await alice.delete("/v1/memories/?app_id=photos")).status_code == 422
     assert (await alice.delete("/v1/memories/?run_id=*")).status_code == 422
     assert [r.url.query for r in forwarded(route, before)] == [
-        b"user_id=alice&run_id=%2A", b"run_id=alices-run"]
+        b"user_id=alice", b"run_id=alices-run"]
 
 
 async def test_exports_and_summaries_are_read_by_filters_naming_the_caller(

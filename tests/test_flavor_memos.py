@@ -128,8 +128,8 @@ async def test_gateway_search_maps_and_normalises(
 @pytest.mark.parametrize(("body", "add", "search"), [
     ({"user_id": "bob", "messages": []}, 403, 403),
     ({"user_id": "alice", "mem_cube_id": "bob", "messages": []}, 403, 404),
-    # The search reads alice's own cube, which her refused add did not claim.
-    ({"user_id": "alice", "writable_cube_ids": ["alice", "bob"], "messages": []}, 403, 404),
+    # The search reads alice's own cube, hers by its name.
+    ({"user_id": "alice", "writable_cube_ids": ["alice", "bob"], "messages": []}, 403, 200),
     ({"user_id": "alice", "readable_cube_ids": ["alice", "bob"], "messages": []}, 200, 404),
     ({"user_id": "alice", "session_id": "bobs-trip", "messages": []}, 403, 404),
 ], ids=["user", "cube", "writable", "readable", "session"])
@@ -158,19 +158,19 @@ async def add(client: httpx.AsyncClient, user: str, **fields: object) -> None:
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("cubes", [["alices-cube"], ["bobs-cube", "alices-cube"], ["nobodys"]])
+@pytest.mark.parametrize("cubes", [["alice:cube"], ["bob:cube", "alice:cube"], ["nobodys"]])
 async def test_get_all_reads_the_first_of_mem_cube_ids_and_each_must_be_yours(
     alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter, cubes: list
 ) -> None:
     route = every_route(engine)
-    await add(alice, "alice", writable_cube_ids=["alices-cube"])
-    await add(bob, "bob", writable_cube_ids=["bobs-cube"])
+    await add(alice, "alice", writable_cube_ids=["alice:cube"])
+    await add(bob, "bob", writable_cube_ids=["bob:cube"])
     before = len(route.calls)
     response = await bob.post("/product/get_all", json={
         "user_id": "bob", "memory_type": "text_mem", "mem_cube_ids": cubes})
     assert response.status_code == 404, response.text
     mine = await bob.post("/product/get_all", json={
-        "user_id": "bob", "memory_type": "text_mem", "mem_cube_ids": ["bobs-cube"]})
+        "user_id": "bob", "memory_type": "text_mem", "mem_cube_ids": ["bob:cube"]})
     assert mine.status_code == 200
     assert len(forwarded(route, before)) == 1
 
@@ -179,27 +179,27 @@ async def test_delete_by_memory_ids_is_refused_whatever_cubes_it_names(
     bob: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = every_route(engine)
-    await add(bob, "bob", writable_cube_ids=["bobs-cube"])
+    await add(bob, "bob", writable_cube_ids=["bob:cube"])
     before = len(route.calls)
     response = await bob.post("/product/delete_memory", json={
-        "writable_cube_ids": ["bobs-cube"], "memory_ids": ["m-1"]})
+        "writable_cube_ids": ["bob:cube"], "memory_ids": ["m-1"]})
     assert response.status_code == 403  # MemOS deletes memory ids in every cube
     assert response.json()["error"]["field"] == "memory_ids"
     assert forwarded(route, before) == []
 
 
 @pytest.mark.parametrize(("body", "status"), [
-    ({"writable_cube_ids": ["bobs-cube"], "filter": {"created_at": {"gt": "2026"}}}, 422),
-    ({"writable_cube_ids": ["bobs-cube"], "session_id": "s"}, 422),
+    ({"writable_cube_ids": ["bob:cube"], "filter": {"created_at": {"gt": "2026"}}}, 422),
+    ({"writable_cube_ids": ["bob:cube"], "session_id": "s"}, 422),
     ({"file_ids": ["f-1"]}, 422),
     ({"user_id": "bob", "filter": {"user_id": "alice"}}, 403),
-    ({"user_id": "bob", "writable_cube_ids": ["alices-cube"]}, 404),
+    ({"user_id": "bob", "writable_cube_ids": ["alice:cube"]}, 404),
     ({"user_id": "bob", "session_id": "alices-trip"}, 404),
     ({"user_id": "alice"}, 403),
     ({"user_id": "bob", "memory_ids": ["m-1"]}, 422),  # the engine: exactly one mode
-    ({"user_id": "bob", "writable_cube_ids": ["bobs-cube"]}, 200),
+    ({"user_id": "bob", "writable_cube_ids": ["bob:cube"]}, 200),
     ({"user_id": "bob", "session_id": "bobs-trip", "filter": {"and": [{"key": "x"}]}}, 200),
-    ({"writable_cube_ids": ["bobs-cube"], "file_ids": ["f-1"]}, 200),
+    ({"writable_cube_ids": ["bob:cube"], "file_ids": ["f-1"]}, 200),
 ], ids=["filter-no-user", "session-no-user", "files-no-cube", "filter-other-user",
         "other-cube", "other-session", "other-user", "two-modes", "own", "own-session-filter",
         "own-files"])
@@ -208,8 +208,8 @@ async def test_delete_memory_is_bounded_to_the_callers_memories(
     status: int,
 ) -> None:
     route = every_route(engine)
-    await add(alice, "alice", writable_cube_ids=["alices-cube"], session_id="alices-trip")
-    await add(bob, "bob", writable_cube_ids=["bobs-cube"], session_id="bobs-trip")
+    await add(alice, "alice", writable_cube_ids=["alice:cube"], session_id="alices-trip")
+    await add(bob, "bob", writable_cube_ids=["bob:cube"], session_id="bobs-trip")
     before = len(route.calls)
     response = await bob.post("/product/delete_memory", json=body)
     assert response.status_code == status, response.text
@@ -219,8 +219,8 @@ async def test_delete_memory_is_bounded_to_the_callers_memories(
 @pytest.mark.parametrize(("filter_", "status"), [
     ({"user_id": "alice"}, 403), ({"and": [{"manager_user_id": "alice"}]}, 403),
     ({"or": [{"user_id": {"in": ["bob", "alice"]}}]}, 403), ({"user_id": {"gt": "a"}}, 403),
-    ({"user_name": "alices-cube"}, 404), ({"session_id": {"in": ["alices-trip"]}}, 404),
-    ({"user_name = 'alices-cube' OR true OR n.x": 1}, 422), ({"memory": "x' OR '1'='1"}, 422),
+    ({"user_name": "alice:cube"}, 404), ({"session_id": {"in": ["alices-trip"]}}, 404),
+    ({"user_name = 'alice:cube' OR true OR n.x": 1}, 422), ({"memory": "x' OR '1'='1"}, 422),
     ({"and": [{"created_at": {"gt": "2026-01-01"}}, {"user_id": "bob"}]}, 200),
 ], ids=["user", "manager", "or-in", "gt", "cube", "session", "key-injection", "quote",
         "own"])
@@ -229,7 +229,7 @@ async def test_the_filter_of_a_search_is_checked(
     status: int,
 ) -> None:
     route = every_route(engine)
-    await add(alice, "alice", writable_cube_ids=["alices-cube"], session_id="alices-trip")
+    await add(alice, "alice", writable_cube_ids=["alice:cube"], session_id="alices-trip")
     await add(bob, "bob")
     before = len(route.calls)
     response = await bob.post("/product/search", json={"query": "x", "user_id": "bob",
@@ -270,24 +270,24 @@ async def test_chat_routes_are_the_servers_and_read_only_the_callers_cubes(
     alice: httpx.AsyncClient, bob: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
     route = every_route(engine)
-    await add(alice, "alice", writable_cube_ids=["alices-cube"])
+    await add(alice, "alice", writable_cube_ids=["alice:cube"])
     await add(bob, "bob")  # claims bob's own cube, "bob"
     before = len(route.calls)
     gone = await bob.post("/product/chat", json={"user_id": "bob", "query": "x"})
     assert gone.json()["error"]["code"] == "route_not_found"  # MemOS serves no /product/chat
     for path in ("/product/chat/complete", "/product/chat/stream"):
         theirs = await bob.post(path, json={"user_id": "bob", "query": "x",
-                                            "readable_cube_ids": ["alices-cube"]})
+                                            "readable_cube_ids": ["alice:cube"]})
         assert theirs.status_code == 404, (path, theirs.text)
         written = await bob.post(path, json={"user_id": "bob", "query": "x",
-                                             "writable_cube_ids": ["alices-cube"]})
+                                             "writable_cube_ids": ["alice:cube"]})
         assert written.status_code == 404, (path, written.text)
     streamed = await bob.post("/product/chat/stream", json={
-        "user_id": "bob", "query": "x", "mem_cube_id": "alices-cube"})
+        "user_id": "bob", "query": "x", "mem_cube_id": "alice:cube"})
     assert streamed.status_code == 404  # ChatRequest: mem_cube_id stands in for the lists
     # chat/complete's handler never reads mem_cube_id: bob's own cube is what it reads.
     complete = await bob.post("/product/chat/complete", json={
-        "user_id": "bob", "query": "x", "mem_cube_id": "alices-cube"})
+        "user_id": "bob", "query": "x", "mem_cube_id": "alice:cube"})
     assert complete.status_code == 200, complete.text
     assert [r.url.path for r in forwarded(route, before)] == ["/product/chat/complete"]
 
@@ -321,7 +321,7 @@ async def test_a_cube_named_like_another_user_is_no_oracle(
         added = await bob.post("/product/add", json={"user_id": "bob", "mem_cube_id": name,
                                                       "messages": "hi"})
         answers.append((read.status_code, read.json()["error"]["code"], added.status_code))
-    assert answers[0] == answers[1] == (404, "not_found", 200)
+    assert answers[0] == answers[1] == (404, "not_found", 403)
 
 
 @pytest.mark.parametrize("body", [

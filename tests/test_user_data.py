@@ -352,7 +352,8 @@ async def test_cloud_v1_erase_deletes_by_user_and_by_each_group_claimed(
             response = await admin.delete("/admin/users/alice")
     assert response.json()["engine"] == {"erased": True, "remaining": []}
     assert [json.loads(call.request.content) for call in route.calls] == [
-        {"user_id": "alice"}, {"group_id": "s-alice"}]
+        {"user_id": "alice"}, {"group_id": "s-alice"},
+        {"group_id": "6384e2b2184bcbf5_group"}]  # the group EverMemOS made of alice as a sender
 
 
 async def test_an_engine_that_cannot_list_fails_the_export_before_any_byte(

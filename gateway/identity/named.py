@@ -6,16 +6,20 @@ check them (gateway/identity/ownership.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from gateway.identity.canonical import check_id
 
 USER = "user"  # must be the caller
 SENDER = "sender"  # a `user` message's sender: must be the caller
 AGENT = "agent"  # must be one of the caller's agents
 SESSION = "session"  # must not be another user's session (scoped by app_id/project_id)
 GROUP = "group"  # a conversation group: owned like a session (default scope)
-CUBE = "cube"  # a MemOS memory cube: owned like a session; the caller's own id is theirs
+CUBE = "cube"  # a MemOS memory cube: `<user_id>` or `<user_id>:<name>`, that user's by name
 FILTERS = "filters"  # a filter tree: every user, agent and session it names, checked as above
 KINDS = (USER, SENDER, AGENT, SESSION, GROUP, CUBE, FILTERS)
+OWNED = (SESSION, GROUP, CUBE)  # owned by whoever claims them first (or derived: canonical.py)
 _OUTSIDE_THE_BODY = ("query.", "path.")
 
 
@@ -43,7 +47,8 @@ class Named:
         self._seen: dict[str, dict[str, str]] = {}
 
     def add(self, kind: str, where: str, value: Any, *, scopes: bool = False) -> None:
-        """One id the request names; `scopes`: the engine bounds the route by it."""
+        """One id the request names; `scopes`: the engine bounds the route by it. 422 unless
+        every id it holds is in canonical form (gateway/identity/canonical.py)."""
         if type(value) is str:
             part = f"{kind} outside" if where.startswith(_OUTSIDE_THE_BODY) else kind
             seen = self._seen.get(part)
@@ -52,7 +57,11 @@ class Named:
             first = seen.get(value)
             if first is not None and (not scopes or first in self.scopes):
                 return  # checked already, and it bounds the route already if this one would
+            if kind != FILTERS:
+                check_id(value, where, owned=kind in OWNED)
             seen[value] = where
+        elif kind != FILTERS:
+            check_canonical(kind, where, value)
         self.ids.append((kind, where, value))
         if scopes:
             self.scopes.add(where)
@@ -63,3 +72,16 @@ class Named:
     def only(self, *kinds: str) -> Named:
         return Named(self.app_id, self.project_id,
                      [entry for entry in self.ids if entry[0] in kinds], set(self.scopes))
+
+
+def check_canonical(kind: str, where: str, value: Any) -> None:
+    """Every string id `value` holds — itself, a list's items, an operator's operands — in
+    canonical form (422 otherwise). Other values are left to the owner checks."""
+    if isinstance(value, str):
+        check_id(value, where, owned=kind in OWNED)
+    elif isinstance(value, list):
+        for one in value:
+            check_canonical(kind, where, one)
+    elif isinstance(value, Mapping):
+        for one in value.values():
+            check_canonical(kind, where, one)

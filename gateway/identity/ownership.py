@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import Forbidden, NotFound, SessionOwnedByAnotherUser
-from gateway.identity.named import AGENT, CUBE, FILTERS, GROUP, SENDER, SESSION, USER
+from gateway.identity.canonical import cube_owner, derived_group, group_is_derived_for
+from gateway.identity.named import (
+    AGENT,
+    CUBE,
+    FILTERS,
+    GROUP,
+    SENDER,
+    SESSION,
+    USER,
+    check_canonical,
+)
 
 if TYPE_CHECKING:
     from gateway.identity.named import Named
@@ -36,7 +46,8 @@ async def _no_claims(user_id: str, app_id: str, project_id: str, session_id: str
 
 # The owner scope of MemOS cubes and of conversation groups (EverMemOS `group_id`, EverOS Cloud
 # groups) in the sessions table: a group is a session of the default scope; a cube id lives
-# apart from sessions (app ids starting with `_` are never a client's default).
+# apart from sessions (app ids starting with `_` are never a client's default). Cubes are owned
+# by their names (canonical.cube_owner) and claim no row; the scope stays for rows made before.
 CUBE_SCOPE = ("_cube", "_cube")
 GROUP_SCOPE = ("default", "default")
 
@@ -84,6 +95,7 @@ class OwnershipRules:
                 continue
             for key, value in node.items():
                 if key in ("user_id", "agent_id"):
+                    check_canonical(USER if key == "user_id" else AGENT, key, value)
                     named = _named(value)
                     if named is None:
                         raise Forbidden(f"filters: {key} may only name your own", field=key)
@@ -93,6 +105,7 @@ class OwnershipRules:
                         else:
                             await self.check_ids(None, one, user_id)
                 elif key in self.session_keys:
+                    check_canonical(SESSION, key, value)
                     for one in _named(value) or ():
                         if isinstance(one, str) and one:
                             await self.check_session(app_id, project_id, one, user_id)
@@ -144,24 +157,38 @@ class OwnershipRules:
                 if isinstance(one, str) and one]
         mine = bool(ones)
         for one in ones:
-            owner = await self.session_owner(app_id, project_id, one)
+            owner = await self._owner(kind, app_id, project_id, one, user_id)
             if owner == user_id:
                 continue
             if not claims:
                 raise NotFound(f"no such {_NOUNS.get(kind, kind)}")
             if owner is not None:
-                raise SessionOwnedByAnotherUser()
+                raise SessionOwnedByAnotherUser(
+                    f"this {_NOUNS.get(kind, kind)} belongs to another user")
             mine = False  # no one's yet: the add claims it
         return mine
 
+    async def _owner(self, kind: str, app_id: str, project_id: str, one: str, user_id: str
+                     ) -> str | None:
+        """Who owns a session, group or cube: by its name where an engine derives it for a
+        user (SPEC §5: theirs from the first request, whoever asks first), else by the first
+        claim. A derived id of someone other than the caller answers `_SOMEONE`, whether or
+        not that user exists, so the answer tells nothing of other users."""
+        if kind == CUBE:
+            return user_id if cube_owner(one) == user_id else _SOMEONE
+        if kind == GROUP and derived_group(one):
+            return user_id if group_is_derived_for(one, user_id) else _SOMEONE
+        return await self.session_owner(app_id, project_id, one)
+
     async def claim(self, named: Named, user_id: str) -> None:
-        """An add's sessions, groups and cubes become the caller's (403 if another's first)."""
+        """An add's sessions, groups and cubes become the caller's (403 if another's first).
+        Cubes and derived groups are owned by their names, not by claims."""
         for kind, where, value in named.ids:
-            if kind not in (SESSION, GROUP, CUBE) or where.startswith(("query.", "path.")):
+            if kind not in (SESSION, GROUP) or where.startswith(("query.", "path.")):
                 continue  # an add claims what its body names
             app_id, project_id = _owner_scope(kind, named)
             for one in value if isinstance(value, list) else [value]:
-                if isinstance(one, str) and one:
+                if isinstance(one, str) and one and not (kind == GROUP and derived_group(one)):
                     await self.claim_session(user_id, app_id, project_id, one)
 
     async def claim_written(self, named: Named, user_id: str) -> None:
@@ -193,6 +220,8 @@ class OwnershipRules:
 
 
 _AND = ("AND", "and", "$and")
+# The owner of an id derived for a user other than the caller: never a user id (§3 grammar).
+_SOMEONE = "/derived"
 _NOUNS = {SESSION: "session", GROUP: "group", CUBE: "cube"}
 
 

@@ -26,6 +26,7 @@ from gateway.identity.named import (
     SESSION,
     USER,
     Named,
+    check_canonical,
 )
 from gateway.upstream.json_body import JsonBody, json_object, starts_an_object
 
@@ -305,6 +306,9 @@ def named_in(route: EngineRoute, body: Any, query: Mapping[str, list[str]],
     if any(entry[0] == SESSION for entry in ids):  # sessions are scoped by app and project
         named.app_id = _scope_value(body, query, "app_id")
         named.project_id = _scope_value(body, query, "project_id")
+    for kind, where, value in ids:  # as `Named.add` does for a model's ids
+        if kind != FILTERS:
+            check_canonical(kind, where, value)
     # Unmodelled: no model says which field the engine filters by, so any id may bound it.
     named.scopes.update(where for _, where, _ in ids)
     return named

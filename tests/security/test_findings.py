@@ -344,14 +344,14 @@ async def test_10_memos_cubes_are_owned_like_sessions(
     async with gateway_with(settings, engine) as app, keyed(app, settings, "alice") as alice, \
             keyed(app, settings, "bob") as bob:
         added = await alice.post("/product/add", json={
-            "user_id": "alice", "mem_cube_id": "alices-cube",
+            "user_id": "alice", "mem_cube_id": "alice:cube",
             "messages": [{"role": "user", "content": "hi"}]})
         assert added.status_code == 200, added.text
         engine.requests.clear()
         searched = await bob.post("/product/search", json={
-            "user_id": "bob", "query": "hi", "mem_cube_id": "alices-cube"})
+            "user_id": "bob", "query": "hi", "mem_cube_id": "alice:cube"})
         listed = await bob.post("/product/get_all", json={
-            "user_id": "bob", "memory_type": "text_mem", "mem_cube_ids": ["alices-cube"]})
+            "user_id": "bob", "memory_type": "text_mem", "mem_cube_ids": ["alice:cube"]})
     # Another user's cube reads like no one's (no existence oracle).
     assert searched.status_code == 404 and listed.status_code == 404
     assert engine.requests == []

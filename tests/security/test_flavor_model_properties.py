@@ -8,8 +8,8 @@ each of its ids the caller's). From it, for every id field its model names:
 - on a route the model bounds, the bounding fields replaced by forms that pin no one (absent,
   empty lists, `OR`, `NOT`), or the caller's own ids put where the engine does not read them,
   is refused (422 `user_id_required`, 403 or 404) and nothing is forwarded.
-The caller of the second kind is carl, whose own-name MemOS cube is no one's: a MemOS request
-that falls back to it is not bounded to him.
+The caller of the second kind is carl: a MemOS request that falls back to the cube named like
+him reads his own cube (a user's by its name) and nothing else.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.identity.canonical import cube_owner
 from gateway.identity.named import AGENT, CUBE, FILTERS, GROUP, SESSION, USER
-from gateway.identity.ownership import CUBE_SCOPE, GROUP_SCOPE
+from gateway.identity.ownership import GROUP_SCOPE
 from gateway.upstream.flavors import FLAVORS, cloud_models, mem0_models, memos_models
 from gateway.upstream.models import BODY, PATH, QUERY, SENDERS, Id
 from gateway.upstream.routes import EngineRoute
@@ -140,7 +141,7 @@ def _cloud(i: Ids) -> dict[tuple[str, str], Request]:
         ("POST", "/api/v2/memory/flush"): Request(body={"session_id": i.session}),
         ("POST", "/api/v2/memory/delete"): Request(body={**owner, "session_id": i.session}),
         ("POST", "/api/v2/memory/edit"): Request(body={"user_id": i.user, "operations": [
-            {"action": "delete", "type": "explicit_info", "item_id": "p-1"}]}),
+            {"action": "add", "type": "explicit_info", "data": {"city": "Lisbon"}}]}),
         ("POST", "/api/v1/memories"): Request(body={"user_id": i.user, "session_id": i.session,
                                                     "messages": [_msg(i.user)]}),
         ("POST", "/api/v1/memories/agent"): Request(body={
@@ -236,12 +237,9 @@ async def _world(tmp_path: Path, engine: RecordingEngine, stack: list[Any]) -> W
                 made = await as_user.post("/agents", json={"name": "helper"})
                 assert made.status_code == 201, made.text
             ids = Ids(user, made.json()["id"], f"{user}s-session", f"{user}s-group",
-                      f"{user}s-cube")
+                      f"{user}:cube")
             await rules.claim_session(user, "default", "default", ids.session)
             await rules.claim_session(user, *GROUP_SCOPE, ids.group)
-            await rules.claim_session(user, *CUBE_SCOPE, ids.cube)
-            if user != "carl":  # carl's own-name cube stays no one's
-                await rules.claim_session(user, *CUBE_SCOPE, user)
             keys[(name, user)], all_ids[(name, user)] = key, ids
     return World(apps, keys, all_ids)
 
@@ -419,8 +417,23 @@ async def _unpinned(world: World, engine: RecordingEngine, flavor: str, route: E
     request = example(flavor, route, carl)
     mutate(request)
     status = await _send(world, engine, flavor, "carl", route, request, how)
+    if flavor == "memos" and 200 <= status < 300:
+        # MemOS falls back to the cube named like the user, carl's own by its name (SPEC §5).
+        for sent in engine.requests:
+            cubes = _memos_cubes(json.loads(sent.content))
+            assert {cube_owner(cube) for cube in cubes} == {"carl"}, (route.pattern, label)
+        return
     assert status in REFUSED, (flavor, route.method, route.pattern, label, status)
     assert engine.requests == [], (flavor, route.pattern, label)
+
+
+def _memos_cubes(body: dict[str, Any]) -> set[str]:
+    """The cubes a MemOS request names; none named: the user's own (memos_models._cubes)."""
+    named: set[str] = set()
+    for key in ("readable_cube_ids", "writable_cube_ids", "mem_cube_ids", "mem_cube_id"):
+        value = body.get(key)
+        named.update(value if isinstance(value, list) else [value] if value else [])
+    return named or {body["user_id"]}
 
 
 # --- the tests -----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from gateway.upstream.flavors import everos_models as everos
 from gateway.upstream.models import BODY, QUERY, RouteModel
 from gateway.upstream.routes import EngineRoute
 from tests.security.support import RecordingEngine, client, gateway_with, keyed, settings_for
+from tests.security.test_canonical_id_properties import spellings
 
 NOW = 1_760_000_000_000
 CALLER = "bob"
@@ -216,4 +217,48 @@ async def test_anonymous_requests_never_reach_the_engine(
             body, query = EXAMPLES[id(_model(route))]
             response = await _send(anonymous, route, body, query)
             assert response.status_code == 401, route.pattern
+    assert engine.requests == []
+
+
+@given(data=st.data())
+@hypothesis_settings(max_examples=40, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+async def test_a_spelling_of_another_users_id_is_refused_and_never_forwarded(
+    world: dict[str, Any], engine: RecordingEngine, data: st.DataObject
+) -> None:
+    """Padded, unicode-normalised, wildcard and magic spellings of alice's ids (SPEC §5,
+    canonical ids), in every id field of every EverOS route: 422, nothing forwarded."""
+    route = data.draw(st.sampled_from(EVEROS_ROUTES))
+    model = _model(route)
+    fields = [one for one in model.ids if one.kind in (USER, AGENT, SESSION)]
+    if not fields:
+        return
+    one = data.draw(st.sampled_from(fields))
+    theirs = {USER: VICTIM, AGENT: world["alice_agent"], SESSION: "alice-s"}[one.kind]
+    value = data.draw(spellings(theirs))
+    body, query = EXAMPLES[id(model)]
+    body = _filled(body, "bob-s", world["bob_agent"])
+    query = dict(_filled(query, "bob-s", world["bob_agent"]))
+    if one.where == BODY:
+        assert body is not None
+        body[one.key] = value
+    elif one.where == QUERY:
+        query[one.key] = value
+    engine.requests.clear()
+    response = await _send(world["bob"], route, body, query)
+    assert response.status_code == 422, (route.pattern, one, value, response.text)
+    assert engine.requests == []
+
+
+@pytest.mark.parametrize("session", [" alice-s", "alice-s\t", "alice-s\u00a0", "ａｌｉｃｅ-s",
+                                     "*", "__all__", ""])
+async def test_the_gateways_own_routes_take_canonical_sessions_only(
+    world: dict[str, Any], engine: RecordingEngine, session: str
+) -> None:
+    engine.requests.clear()
+    added = await world["bob"].post("/memories/add", json={
+        "session_id": session, "messages": [_message(CALLER)]})
+    searched = await world["bob"].post("/memories/search", json={
+        "query": "x", "filters": {"session_id": session}})
+    assert (added.status_code, searched.status_code) == (422, 422), (added.text, searched.text)
     assert engine.requests == []

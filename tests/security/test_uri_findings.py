@@ -120,11 +120,11 @@ async def test_a_other_engines_native_adds_are_guarded(
 
 
 @pytest.mark.parametrize("uri", [LOOPBACK_PAGE, "file:///etc/passwd"])
-async def test_a_refused_add_claims_no_cube(
+async def test_a_refused_add_claims_no_session(
     tmp_path: Path, recording: RecordingEngine, uri: str
 ) -> None:
     settings = settings_for(tmp_path, flavor="memos")
-    body = {"session_id": "s1", "mem_cube_id": "shared-cube", "messages": [
+    body = {"session_id": "s1", "messages": [
         {"type": "file", "file": {"file_data": uri, "filename": "page.html"}}]}
     async with gateway_with(settings, recording) as app, keyed(app, settings, "bob") as bob, \
             keyed(app, settings, "alice") as alice:

@@ -286,6 +286,16 @@ class V2Edit(BaseModel):
     memory_type: Literal["profile"] = "profile"
     operations: list[V2EditOperation] = Field(min_length=1, max_length=50)
 
+    @model_validator(mode="after")
+    def _no_item_ids(self) -> Self:
+        for index, operation in enumerate(self.operations):
+            if operation.item_id is not None:
+                # A profile item id says nothing of whose profile holds it.
+                raise Forbidden("an item_id cannot be checked for its owner; only adds to "
+                                "your own profile are forwarded",
+                                field=f"operations[{index}].item_id")
+        return self
+
 
 # --- v0 (EverMemOS, the evermemos 0.3 SDK) ----------------------------------------------------
 
@@ -303,10 +313,16 @@ class V0Add(BaseModel):
 
 
 class V0Read(BaseModel):
-    """`fetch_memories` / `search_memories`: the query's parameters, the body's over them."""
+    """`fetch_memories` / `search_memories`: the query's parameters, the body's over them.
+
+    The controller updates the query's parameters with the body's (memory_controller.py:
+    `params.update(body_data)`), so a JSON `null` in the body erases the query's id and the
+    engine reads "no filter": refused. `group_ids` (a list, or a comma-separated string, items
+    stripped) wins over `group_id` (request_converter.py); an empty one filters nothing."""
 
     user_id: str | None = None
     group_id: str | None = None
+    group_ids: list[str] | None = None
     query: str | None = None
     memory_type: str | None = None
     memory_types: str | list[str] | None = None
@@ -316,6 +332,24 @@ class V0Read(BaseModel):
     offset: int | None = None
     start_time: str | None = None
     end_time: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_erasing_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in _V0_ID_KEYS:
+                if key in data and data[key] is None:
+                    raise ValueError(f"{key}: null erases the query's {key} (the engine reads "
+                                     "no filter)")
+            groups = data.get("group_ids")
+            if isinstance(groups, str):  # split as the engine splits it; padding stays (422)
+                data = {**data, "group_ids": groups.split(",")}
+            if data.get("group_ids") == []:
+                raise ValueError("group_ids: an empty list filters no group")
+        return data
+
+
+_V0_ID_KEYS = ("user_id", "group_id", "group_ids")
 
 
 class V0Delete(BaseModel):
@@ -431,12 +465,15 @@ V2_DELETE = RouteModel(
 )
 V2_EDIT = RouteModel(
     source=SOURCE_V2, body=V2Edit, ids=(Id(USER, "user_id", scopes=True),),
-    notes=("Cloud only",),
+    notes=("Cloud only", "operations naming an item_id (update, delete): refused, an item id "
+           "has no owner the gateway can check"),
 )
 
 _V0_READ_IDS = (Id(USER, "user_id", where=QUERY, scopes=True),
                 Id(GROUP, "group_id", where=QUERY, scopes=True),
-                Id(USER, "user_id", scopes=True), Id(GROUP, "group_id", scopes=True))
+                Id(GROUP, "group_ids", where=QUERY, scopes=True),
+                Id(USER, "user_id", scopes=True), Id(GROUP, "group_id", scopes=True),
+                Id(GROUP, "group_ids", scopes=True))
 V0_ADD = RouteModel(
     source=SOURCE_V0, body=V0Add, ids=(Id(USER, "sender"), Id(GROUP, "group_id")),
     notes=("one message; sender owns what is extracted; without group_id the engine makes "

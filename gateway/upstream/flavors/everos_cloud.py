@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.attachments.add_body import AttachmentItem
 from gateway.errors import UpstreamBadResponse
+from gateway.identity.canonical import sender_groups
 from gateway.search.items import FoundItem, v0_items
 from gateway.store.ids import now_ms
 from gateway.upstream.flavors import cloud_models as models
@@ -197,10 +198,12 @@ def v2_erase_calls(owner: DataOwner) -> list[EngineCall]:
 def v1_erase_calls(owner: DataOwner) -> list[EngineCall]:
     """`POST /api/v1/memories/delete` (`V1Delete`, everos/resources/v1/memories/memories.py:
     "omitted fields skip filtering"): `{"user_id"}` for every memory of the user, then
-    `{"group_id"}` for each group they claimed (group memories are scoped by group_id)."""
+    `{"group_id"}` for each group they claimed (group memories are scoped by group_id) and for
+    the group the engine made of them as a sender (theirs by its name, never claimed)."""
+    derived = sender_groups(owner.user_id)[0]
+    groups = (*owner.groups, *(() if derived in owner.groups else (derived,)))
     return [EngineCall("POST", "/api/v1/memories/delete", body)
-            for body in ({"user_id": owner.user_id},
-                         *({"group_id": group} for group in owner.groups))]
+            for body in ({"user_id": owner.user_id}, *({"group_id": group} for group in groups))]
 
 
 def _flavor(name: str, primary: Dialect) -> Flavor:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import Forbidden, ValidationFailed
-from gateway.identity.named import AGENT, USER
+from gateway.identity.named import AGENT, USER, check_canonical
 
 # Operators that match exactly the values they name (the engines' `eq` / `in`).
 POSITIVE_OPERATORS = frozenset({"eq", "in"})
@@ -91,13 +91,17 @@ def owner_ids(tree: Any, where: str, owners: Mapping[str, str], *,
     one that reaches beyond the caller and their agents); under a negation it matches everyone
     else, so it is refused here. Sessions, groups and cubes are passed on by the values they
     name exactly; a wider condition on them (`ne`, a range, the wildcard) names none and pins
-    nothing.
+    nothing. Every value an owner condition holds is an id in canonical form, else a 422
+    (gateway/identity/canonical.py).
     """
     found: list[tuple[str, str, Any, bool]] = []
     for condition in conditions(tree, where, every=every, some=some, negate=negate):
         kind = owners.get(condition.key)
         if kind is None:
             continue
+        # Every id it names canonical, whatever the operator: a wildcard or an empty value is
+        # no id (422), even where a conjunction elsewhere bounds the read.
+        check_canonical(kind, condition.where, condition.value)
         if kind in (USER, AGENT):
             if condition.negated:
                 raise Forbidden(f"{condition.where}: a negated {condition.key} matches other "

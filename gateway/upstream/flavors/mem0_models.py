@@ -153,6 +153,11 @@ class PlatformAdd(BaseModel):
         if not any((self.user_id, self.agent_id, self.run_id, self.app_id)):
             raise ValueError("at least one entity id (user_id, agent_id, app_id, run_id) is "
                              "required")
+        if not any((self.user_id, self.agent_id, self.run_id)):
+            # The platform accepts an app alone; an app is no one's: the memory would have
+            # no owner the gateway checks (and every caller naming the app would read it).
+            raise ValueError("user_id, agent_id or run_id is required: an app_id names no "
+                             "owner")
         return self
 
 
@@ -212,12 +217,6 @@ class PlatformDeleteAll(BaseModel):
     metadata: str | None = None
     org_id: str | None = None
     project_id: str | None = None
-
-    @field_validator("run_id")
-    @classmethod
-    def _every_run(cls, value: str | None) -> str | None:
-        # `run_id=*` matches every run: it names no session (the user or agent bounds it).
-        return None if value == WILDCARD else value
 
 
 class PlatformUpdate(BaseModel):
@@ -307,7 +306,8 @@ PLATFORM_ADD = RouteModel(
     source=SOURCE_PLATFORM, body=PlatformAdd, scope_keys=UNSCOPED, filters=filter_ids,
     ids=(Id(USER, "user_id"), Id(AGENT, "agent_id"), Id(SESSION, "run_id"),
          Id(FILTERS, "filters")),
-    notes=("one of user_id, agent_id, app_id, run_id required at the top level",),
+    notes=("one of user_id, agent_id, run_id required at the top level (an app_id alone "
+           "names no owner: refused)",),
 )
 PLATFORM_SEARCH = RouteModel(
     source=SOURCE_PLATFORM, body=PlatformSearch, scope_keys=UNSCOPED, filters=filter_ids,
@@ -324,8 +324,7 @@ PLATFORM_DELETE_ALL = RouteModel(
     ids=(Id(USER, "user_id", where=QUERY, scopes=True),
          Id(AGENT, "agent_id", where=QUERY, scopes=True),
          Id(SESSION, "run_id", where=QUERY, scopes=True)),
-    notes=("query only; `*` deletes for every user / agent (refused), `run_id=*` every run "
-           "of the user or agent named",),
+    notes=("query only; `*` in any id deletes for every user, agent or run (refused, 422)",),
 )
 PLATFORM_ONE = RouteModel(source=SOURCE_PLATFORM, path=_BY_ID)
 PLATFORM_UPDATE = RouteModel(source=SOURCE_PLATFORM, path=_BY_ID, body=PlatformUpdate)
