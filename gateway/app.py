@@ -49,6 +49,7 @@ from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm import LlmClient
 from gateway.logs import AccessLog
+from gateway.mcp.mount import McpDoor
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.route_index import RouteIndex
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
@@ -145,6 +146,7 @@ class Gateway:
         self._metrics = self.services.metrics if settings.metrics.enabled else None
         self.routes: list[BaseRoute] = all_routes(settings)
         self._index = RouteIndex(self.routes)
+        self.mcp = McpDoor(self) if settings.mcp.enabled else None  # SPEC §19
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -157,6 +159,8 @@ class Gateway:
                 log.warning("the engine gets stored files by name only: set server.public_url "
                             "(or keep files on S3) to hand them over as signed URLs")
             await self._settle_attachments()
+            if self.mcp is not None:
+                await self.mcp.start()
         except BaseException:
             # Close what was opened: the database's threads would keep the process alive.
             await self.shutdown()
@@ -186,6 +190,8 @@ class Gateway:
             log.warning("finished the interrupted erasure of user %s", user_id)
 
     async def shutdown(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.stop()
         for task in (self._lease_upkeep, self._usage_upkeep):
             if task is not None:
                 task.cancel()
@@ -313,6 +319,10 @@ class Gateway:
             scope["path"], scope["raw_path"] = path, quote(path).encode()
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
             await self._route(scope, receive, send, path)
+            return
+        if self.mcp is not None and path in self.mcp.paths:  # its own 401s and metadata
+            scope[ROUTE_KEY] = path.rstrip("/") or path
+            await self.mcp(scope, receive, send)
             return
         principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/inprocess.py)
         if principal is None:
