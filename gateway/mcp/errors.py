@@ -34,8 +34,11 @@ def invalid_arguments(exc: ValidationError, prefix: str = "") -> MCPError:
     problems = []
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
         location = ".".join(str(part) for part in error["loc"] if not _union_arm(part))
+        message = error["msg"].removeprefix("Value error, ")
+        if not location and ": " in message:  # a rule across fields names its field first
+            location, message = message.split(": ", 1)
         problems.append({"field": prefix + location if location else prefix.rstrip("."),
-                         "message": error["msg"]})
+                         "message": message})
     first = problems[0] if problems else {"field": prefix.rstrip("."), "message": "invalid"}
     field = first["field"] or "arguments"
     message = first["message"]

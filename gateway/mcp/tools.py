@@ -41,6 +41,7 @@ from gateway.mcp.schemas import (
     UploadArgs,
 )
 from gateway.routes.resolve import ResolveOut
+from gateway.search.answers import filtered_answer
 from gateway.store import attachments, resources
 from gateway.store.attachments import BASE64_SOURCE, RESOURCE_SOURCE
 from gateway.store.cursors import decode_cursor, encode_cursor
@@ -287,9 +288,25 @@ async def flush_session(caller: Caller, args: FlushArgs) -> types.CallToolResult
 
 
 async def get_memories(caller: Caller, args: GetArgs) -> types.CallToolResult:
-    return _passed_on(await caller.call("POST", GET_PATH, json={
+    """The engine's get through the proxy; its items get their files as a search's do (the
+    search's own rule, gateway/search/answers.py), each with its `uri`."""
+    answer = await caller.call("POST", GET_PATH, json={
         "user_id": caller.user_id, "memory_type": args.memory_type, "page": args.page,
-        "page_size": args.page_size}))
+        "page_size": args.page_size})
+    if not answer.ok:
+        return errors.refusal(answer)
+    svc = caller.gateway.services
+    dialect = flavor_for(caller.gateway.settings).dialect
+    body = jsonio.loads(await filtered_answer(svc.attachment_index, caller.user_id,
+                                              dialect.find_items, answer.body))
+    found = [a for item in dialect.find_items(body) if isinstance(item.raw, dict)
+             for a in item.raw.get("attachments") or ()]
+    named = await _uris_of(caller, {a["internal_uri"] for a in found})
+    for attachment in found:
+        attachment["uri"], attachment["mime_type"] = named.get(
+            attachment["internal_uri"],
+            (attachment["internal_uri"], _mime_of(attachment["name"])))
+    return result(body if isinstance(body, dict) else {"answer": body})
 
 
 def _passed_on(answer: Answer) -> types.CallToolResult:
