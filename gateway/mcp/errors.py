@@ -90,17 +90,17 @@ def error_of(answer: Answer) -> dict[str, Any]:
             "status": answer.status, "request_id": answer.header("x-request-id")}
 
 
-def refusal(answer: Answer) -> types.CallToolResult:
+def refusal(answer: Answer) -> dict[str, Any]:
     """The tool result for a route's refusal: `isError`, the §4 error, and its sentence."""
     return failure(error_of(answer))
 
 
-def failure(error: dict[str, Any]) -> types.CallToolResult:
+def failure(error: dict[str, Any]) -> dict[str, Any]:
     text = f"{error['code']} ({error['status']}): {error['message']}"
-    return types.CallToolResult(content=[types.TextContent(text=text)],
-                                structured_content={"error": error}, is_error=True)
+    return {"content": [{"type": "text", "text": text}], "structuredContent": {"error": error},
+            "isError": True}
 
 
-def gateway_failure(exc: GatewayError, request_id: str) -> types.CallToolResult:
+def gateway_failure(exc: GatewayError, request_id: str) -> dict[str, Any]:
     """A refusal the tool itself found, before any route ran (an unknown resource URI)."""
     return failure(error_body(exc, request_id)["error"])

@@ -27,7 +27,7 @@ from gateway import __version__
 from gateway.asgi import JSON_TYPE, header, read_body, send_bytes
 from gateway.errors import InsufficientScope, MethodNotAllowed, Unauthorized, error_body
 from gateway.identity import acting
-from gateway.identity.principal import PRINCIPAL_KEY, READ, WRITE, Principal
+from gateway.identity.principal import ALL_SCOPES, PRINCIPAL_KEY, READ, WRITE, Principal
 from gateway.mcp.errors import INSUFFICIENT_SCOPE
 from gateway.mcp.metadata import READ_SCOPE, WRITE_SCOPE, Endpoint
 from gateway.mcp.server import build_server
@@ -98,7 +98,8 @@ class McpDoor:
         manager = self._manager
         if manager is None:
             raise RuntimeError("the MCP endpoint is not started")
-        if scope["method"] == "POST":
+        if scope["method"] == "POST" and not principal.scopes >= ALL_SCOPES:
+            # a credential that lacks a scope: what the message calls decides (403 or on)
             body = await read_body(scope, receive, self.gateway.settings.limits.max_body_bytes)
             if not await self._in_scope(principal, body, scope, send):
                 return

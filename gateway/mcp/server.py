@@ -34,7 +34,6 @@ INSTRUCTIONS = (
 
 def build_server(gateway: Gateway, version: str) -> Server[Any]:
     listed = types.ListToolsResult(tools=[spec.tool() for spec in TOOLS])
-    schemas = {spec.name: spec.tool().input_schema for spec in TOOLS}
 
     def caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:
         scope = ctx.request.scope if ctx.request is not None else None
@@ -48,7 +47,7 @@ def build_server(gateway: Gateway, version: str) -> Server[Any]:
         return listed
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
-                        params: types.CallToolRequestParams) -> types.CallToolResult:
+                        params: types.CallToolRequestParams) -> dict[str, Any]:
         spec = BY_NAME.get(params.name)
         if spec is None:
             raise errors.unknown_tool(params.name)
@@ -56,7 +55,9 @@ def build_server(gateway: Gateway, version: str) -> Server[Any]:
             arguments = spec.arguments.model_validate(params.arguments or {})
         except ValidationError as exc:
             raise errors.invalid_arguments(exc) from None
-        return await spec.run(caller_of(ctx), arguments)
+        answer = await spec.run(caller_of(ctx), arguments)
+        answer["resultType"] = "complete"  # a final result (2026-07-28; older eras drop it)
+        return answer
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None
@@ -68,12 +69,20 @@ def build_server(gateway: Gateway, version: str) -> Server[Any]:
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         return await resources.read_resource(caller_of(ctx), params.uri)
 
-    def input_schema(name: str) -> Mapping[str, Any] | None:
-        return schemas.get(name)
+    def no_header_parameters(name: str) -> Mapping[str, Any] | None:
+        """No tool declares an argument mirrored in an `Mcp-Param-*` header: nothing for the
+        2026-07-28 transport to check there (without this it would list the tools per call)."""
+        return None
 
-    return Server(
+    server: Server[Any] = Server(
         NAME, version=version, instructions=INSTRUCTIONS,
-        get_tool_input_schema=input_schema,
-        on_list_tools=list_tools, on_call_tool=call_tool,
+        get_tool_input_schema=no_header_parameters,
+        on_list_tools=list_tools,
         on_list_resources=list_resources, on_read_resource=read_resource,
     )
+    # Registered as a plain handler: its results are wire dicts (gateway/mcp/tools.py).
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # The SDK's default OpenTelemetry span per message: the gateway's own access log and
+    # metrics already cover each request, and the tool's REST call.
+    server.middleware = []
+    return server

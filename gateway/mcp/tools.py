@@ -79,7 +79,10 @@ class Caller:
         return str(self.origin.get("request_id", ""))
 
 
-Run = Callable[[Caller, Any], Awaitable[types.CallToolResult]]
+# A tool result in its wire form (`content`, `structuredContent`, `isError`): the SDK checks it
+# against the protocol's schema once as it sends it.
+Result = dict[str, Any]
+Run = Callable[[Caller, Any], Awaitable[Result]]
 
 
 @dataclass(frozen=True)
@@ -101,15 +104,27 @@ class ToolSpec:
 
 
 def result(structured: dict[str, Any], text: str | None = None,
-           links: Sequence[types.ResourceLink] = ()) -> types.CallToolResult:
+           links: Sequence[dict[str, Any]] = ()) -> Result:
     rendering = text if text is not None else jsonio.dumps(structured).decode()
-    return types.CallToolResult(content=[types.TextContent(text=rendering), *links],
-                                structured_content=structured)
+    return {"content": [text_item(rendering), *links], "structuredContent": structured}
+
+
+def text_item(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def link(uri: str, name: str, mime_type: str, size: int | None = None) -> dict[str, Any]:
+    """A `resource_link` content item."""
+    item: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": name,
+                            "mimeType": mime_type}
+    if size is not None:
+        item["size"] = size
+    return item
 
 
 # --- search_memory --------------------------------------------------------------------------
 
-async def search_memory(caller: Caller, args: SearchArgs) -> types.CallToolResult:
+async def search_memory(caller: Caller, args: SearchArgs) -> Result:
     body: dict[str, Any] = {"query": args.query, "user_id": caller.user_id, "top_k": args.top_k}
     if args.session_id is not None:
         body["filters"] = {"session_id": args.session_id}
@@ -117,10 +132,11 @@ async def search_memory(caller: Caller, args: SearchArgs) -> types.CallToolResul
     if not answer.ok:
         return errors.refusal(answer)
     found = answer.json().get("results") or []
-    named = await _uris_of(caller, {a["internal_uri"] for r in found for a in r["attachments"]})
+    named = await _uris_of(caller, {(r["session_id"], a["internal_uri"])
+                                    for r in found for a in r["attachments"]})
     items: list[dict[str, Any]] = []
-    texts: list[types.ContentBlock] = []
-    links: dict[str, types.ResourceLink] = {}
+    texts: list[dict[str, Any]] = []
+    links: dict[str, dict[str, Any]] = {}
     for r in found:
         listed = []
         for a in r["attachments"]:
@@ -129,23 +145,46 @@ async def search_memory(caller: Caller, args: SearchArgs) -> types.CallToolResul
             if a.get("url"):
                 linked["url"] = a["url"]
             listed.append(linked)
-            links.setdefault(uri, types.ResourceLink(uri=uri, name=a["name"], mime_type=mime))
+            if uri not in links:
+                links[uri] = link(uri, a["name"], mime)
         items.append({"id": r["id"], "type": r["type"], "content": r["content"],
                       "score": r["score"], "session_id": r["session_id"],
                       "created_at": r["created_at"], "attachments": listed})
         files = "".join(f"\n  file: {a['name']} {a['uri']}" for a in listed)
-        texts.append(types.TextContent(
-            text=f"[{r['type']}] {r['content'] or ''} (session {r['session_id']}, "
-                 f"score {r['score']}){files}"))
+        texts.append(text_item(f"[{r['type']}] {r['content'] or ''} "
+                               f"(session {r['session_id']}, score {r['score']}){files}"))
     if not texts:
-        texts.append(types.TextContent(text="no memories found"))
-    return types.CallToolResult(content=[*texts, *links.values()],
-                                structured_content={"results": items})
+        texts.append(text_item("no memories found"))
+    return {"content": [*texts, *links.values()], "structuredContent": {"results": items}}
 
 
-async def _uris_of(caller: Caller, internal_uris: set[str]) -> dict[str, tuple[str, str]]:
-    """(uri, MIME type) of each of the caller's files: `resource://` for an upload,
-    `attachment://` for a file kept at add time, else the URI the add named."""
+async def _uris_of(caller: Caller, found: set[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """(uri, MIME type) of each of the caller's files found in (session, internal URI):
+    `resource://` for an upload, `attachment://` for a file kept at add time, else the URI the
+    add named. The search's own lookup (kept by the attachment index) names the files the
+    gateway stores; a session that named one of them by URI costs one query."""
+    sessions = sorted({session for session, _ in found})
+    _, matchers = await caller.gateway.services.attachment_index.lookup(
+        caller.user_id, sessions, python=False)
+    named: dict[str, tuple[str, str]] = {}
+    unknown: list[str] = []
+    for session, internal_uri in found:
+        matcher = matchers.get(session)
+        mapped = matcher.files.get(internal_uri) if matcher is not None else None
+        if mapped is None:
+            unknown.append(internal_uri)
+        elif mapped.source == RESOURCE_SOURCE and mapped.resource_id:
+            named[internal_uri] = (RESOURCE_SCHEME + mapped.resource_id, mapped.content_type)
+        else:
+            named[internal_uri] = (ATTACHMENT_SCHEME + mapped.id, mapped.content_type)
+    if unknown:
+        named.update(await _uris_by_query(caller, set(unknown) - set(named)))
+    return named
+
+
+async def _uris_by_query(caller: Caller, internal_uris: set[str]) -> dict[str, tuple[str, str]]:
+    """The same, for files named by URI in an add: a stored file of the caller's (an upload
+    named by its resource_uri) is still called by its own uri."""
     rows = await attachments.mappings_of_uris(caller.gateway.services.db, caller.user_id,
                                               sorted(internal_uris))
     rank = {RESOURCE_SOURCE: 0, BASE64_SOURCE: 1}
@@ -171,7 +210,7 @@ def _mime_of(name: str) -> str:
 
 # --- add_memory -----------------------------------------------------------------------------
 
-async def add_memory(caller: Caller, args: AddArgs) -> types.CallToolResult:
+async def add_memory(caller: Caller, args: AddArgs) -> Result:
     settings = caller.gateway.settings
     session_id = args.session_id or settings.mcp.default_session
     content: list[dict[str, Any]] = []
@@ -214,8 +253,7 @@ async def add_memory(caller: Caller, args: AddArgs) -> types.CallToolResult:
                   "attachments": files}
     named = "".join(f"\n  file: {a['name']} {a['uri']}" for a in files)
     return result(structured, f"added to session {session_id} ({structured['status']}){named}",
-                  [types.ResourceLink(uri=a["uri"], name=a["name"], mime_type=a["mime_type"])
-                   for a in files])
+                  [link(a["uri"], a["name"], a["mime_type"]) for a in files])
 
 
 def _digest(encoded: str) -> str | None:
@@ -275,7 +313,7 @@ def parse_file_uri(uri: str) -> tuple[str, str] | None:
 
 # --- flush_session, get_memories ------------------------------------------------------------
 
-async def flush_session(caller: Caller, args: FlushArgs) -> types.CallToolResult:
+async def flush_session(caller: Caller, args: FlushArgs) -> Result:
     settings = caller.gateway.settings
     flavor = flavor_for(settings)
     payload = flavor.dialect.flush_payload(AddScope("default", "default", args.session_id),
@@ -287,7 +325,7 @@ async def flush_session(caller: Caller, args: FlushArgs) -> types.CallToolResult
     return _passed_on(await caller.call("POST", path, json=payload))
 
 
-async def get_memories(caller: Caller, args: GetArgs) -> types.CallToolResult:
+async def get_memories(caller: Caller, args: GetArgs) -> Result:
     """The engine's get through the proxy; its items get their files as a search's do (the
     search's own rule, gateway/search/answers.py), each with its `uri`."""
     answer = await caller.call("POST", GET_PATH, json={
@@ -299,17 +337,17 @@ async def get_memories(caller: Caller, args: GetArgs) -> types.CallToolResult:
     dialect = flavor_for(caller.gateway.settings).dialect
     body = jsonio.loads(await filtered_answer(svc.attachment_index, caller.user_id,
                                               dialect.find_items, answer.body))
-    found = [a for item in dialect.find_items(body) if isinstance(item.raw, dict)
-             for a in item.raw.get("attachments") or ()]
-    named = await _uris_of(caller, {a["internal_uri"] for a in found})
-    for attachment in found:
+    found = [(item.session_id, a) for item in dialect.find_items(body)
+             if isinstance(item.raw, dict) for a in item.raw.get("attachments") or ()]
+    named = await _uris_of(caller, {(str(session), a["internal_uri"]) for session, a in found})
+    for _, attachment in found:
         attachment["uri"], attachment["mime_type"] = named.get(
             attachment["internal_uri"],
             (attachment["internal_uri"], _mime_of(attachment["name"])))
     return result(body if isinstance(body, dict) else {"answer": body})
 
 
-def _passed_on(answer: Answer) -> types.CallToolResult:
+def _passed_on(answer: Answer) -> Result:
     if not answer.ok:
         return errors.refusal(answer)
     body = answer.json()
@@ -318,7 +356,7 @@ def _passed_on(answer: Answer) -> types.CallToolResult:
 
 # --- upload_file ----------------------------------------------------------------------------
 
-async def upload_file(caller: Caller, args: UploadArgs) -> types.CallToolResult:
+async def upload_file(caller: Caller, args: UploadArgs) -> Result:
     try:
         data = base64.b64decode(args.base64, validate=True)
     except (binascii.Error, ValueError):
@@ -337,9 +375,8 @@ async def upload_file(caller: Caller, args: UploadArgs) -> types.CallToolResult:
     structured = {key: up[key] for key in ("id", "uri", "name", "content_type", "size", "sha256")}
     return result(structured, f"stored {structured['name']} as {structured['uri']} "
                               f"({structured['size']} bytes)",
-                  [types.ResourceLink(uri=structured["uri"], name=structured["name"],
-                                      mime_type=structured["content_type"],
-                                      size=structured["size"])])
+                  [link(structured["uri"], structured["name"], structured["content_type"],
+                        structured["size"])])
 
 
 def _form_quoted(name: str) -> str:
@@ -348,7 +385,7 @@ def _form_quoted(name: str) -> str:
 
 # --- list_sessions --------------------------------------------------------------------------
 
-async def list_sessions(caller: Caller, args: ListSessionsArgs) -> types.CallToolResult:
+async def list_sessions(caller: Caller, args: ListSessionsArgs) -> Result:
     try:
         before = decode_cursor(args.cursor, "cursor") if args.cursor else None
     except ValidationFailed as exc:
@@ -367,7 +404,7 @@ async def list_sessions(caller: Caller, args: ListSessionsArgs) -> types.CallToo
 
 # --- resolve_image_reference ----------------------------------------------------------------
 
-async def resolve_image_reference(caller: Caller, args: ResolveArgs) -> types.CallToolResult:
+async def resolve_image_reference(caller: Caller, args: ResolveArgs) -> Result:
     path = f"/chats/{quote(args.conversation_id, safe='')}/resolve"
     return _passed_on(await caller.call("POST", path, json={"text": args.text}))
 

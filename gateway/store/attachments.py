@@ -238,9 +238,9 @@ async def live_mappings(
 ) -> dict[str, list[Row]]:
     """The caller's live mappings of these sessions, grouped by session."""
     rows = await db.read(
-        "SELECT id, session_id, name, internal_uri, content_type, source FROM memory_attachments "
-        "WHERE user_id = ? AND session_id IN (SELECT value FROM json_each(?)) "
-        "AND deleted_at IS NULL",
+        "SELECT id, session_id, name, internal_uri, content_type, source, resource_id "
+        "FROM memory_attachments WHERE user_id = ? "
+        "AND session_id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL",
         (user_id, json.dumps(list(session_ids))),
     )
     grouped: dict[str, list[Row]] = {}
