@@ -14,7 +14,9 @@ from pathlib import Path
 import anyio
 import httpx
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
 
 from tests.e2e.real_engine_helpers import new_session, png
 from tests.everos_engine import EverosEngine
@@ -28,6 +30,20 @@ LIGHTHOUSE = png(4, 1, shade=90)
 MAP = png(2, 2, shade=200)
 
 
+async def _search_until_linked(client: Client, arguments: dict[str, object],
+                               seconds: float = 60) -> types.CallToolResult:
+    """A search that links a file: a real engine may index a moment after its flush, and on
+    PostgreSQL another process sees new mappings once their notification arrived (docs/
+    scale-out.md, "Search matchers")."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = await client.call_tool("search_memory", arguments)
+        assert not found.is_error, found
+        if links(found) or time.monotonic() > deadline:
+            return found
+        await anyio.sleep(0.25)
+
+
 async def _add_search_read(url: str, token: str, session: str) -> None:
     """The happy path: add with an image, search, read the linked file's bytes; upload, list
     and read resources."""
@@ -37,14 +53,8 @@ async def _add_search_read(url: str, token: str, session: str) -> None:
             "files": [{"name": "lighthouse.png", "base64": b64(LIGHTHOUSE)}]})
         assert not added.is_error, added
         assert not (await client.call_tool("flush_session", {"session_id": session})).is_error
-        deadline = time.monotonic() + 60  # a real engine may index a moment after its flush
-        while True:
-            found = await client.call_tool("search_memory", {"query": "lighthouse dusk",
-                                                             "session_id": session})
-            assert not found.is_error, found
-            if links(found) or time.monotonic() > deadline:
-                break
-            await anyio.sleep(0.5)
+        found = await _search_until_linked(client, {"query": "lighthouse dusk",
+                                                    "session_id": session})
         [link] = {link.uri: link for link in links(found)}.values()
         assert link.name == "lighthouse.png" and link.uri.startswith("attachment://")
         assert blob(await client.read_resource(link.uri)) == (LIGHTHOUSE, "image/png")
@@ -138,7 +148,7 @@ async def test_two_gateway_processes_on_postgresql_and_s3_serve_one_client(
             assert not added.is_error, added
             await client.call_tool("flush_session", {"session_id": "shared"})
             for _ in range(3):  # each read once on either process
-                found = await client.call_tool("search_memory", {"query": "lighthouse"})
+                found = await _search_until_linked(client, {"query": "lighthouse"}, 10)
                 [link] = links(found)
                 assert blob(await client.read_resource(link.uri))[0] == LIGHTHOUSE
             up = structured(await client.call_tool("upload_file", {"name": "trail-map.png",
