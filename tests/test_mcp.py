@@ -410,3 +410,27 @@ async def test_a_service_key_acts_for_the_user_its_header_names(gw: Gateway, key
     async with connect(gw, service, headers={"X-Memory-Gateway-User": "bob"}) as as_bob:
         assert structured(await as_bob.call_tool("search_memory",
                                                  {"query": "lighthouse"}))["results"] == []
+
+
+async def test_the_credential_never_reaches_the_engine(mcp_settings: Settings, key: Any) -> None:
+    engine = create_dev_engine()
+    inner = httpx.ASGITransport(app=engine)
+    seen: list[httpx.Headers] = []
+
+    class Recording(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request.headers)
+            return await inner.handle_async_request(request)
+
+    token = key("alice")
+    async with engine.router.lifespan_context(engine):
+        app = create_app(mcp_settings, upstream_transport=Recording())
+        async with app.running(), connect(app, token) as client:
+            await remember(client)
+            await client.call_tool("search_memory", {"query": "lighthouse"})
+            await client.call_tool("get_memories", {"memory_type": "episode"})
+    assert len(seen) >= 4
+    for headers in seen:
+        assert "authorization" not in headers
+        assert token not in str(headers)
+        assert headers.get("x-memory-gateway-user") in (None, "alice")
