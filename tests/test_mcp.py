@@ -434,3 +434,20 @@ async def test_the_credential_never_reaches_the_engine(mcp_settings: Settings, k
         assert "authorization" not in headers
         assert token not in str(headers)
         assert headers.get("x-memory-gateway-user") in (None, "alice")
+
+
+async def test_another_mcp_path_moves_the_endpoint_and_its_metadata(
+        mcp_settings: Settings, key: Any) -> None:
+    moved = mcp_settings.with_values(mcp={"path": "/agents-mcp"})
+    async with running(moved) as app:
+        async with http(app) as anonymous:
+            meta = await anonymous.get("/.well-known/oauth-protected-resource/agents-mcp")
+            assert meta.json()["resource"] == PUBLIC + "/agents-mcp"
+            refused = await anonymous.post("/agents-mcp", json=rpc("tools/list"),
+                                           headers=RPC_HEADERS)
+            assert refused.headers["www-authenticate"] == (
+                f'Bearer resource_metadata="{PUBLIC}/.well-known/oauth-protected-resource'
+                '/agents-mcp"')
+        async with mcp_client(PUBLIC + "/agents-mcp", key("alice"),
+                              transport=httpx2.ASGITransport(app=app)) as client:
+            assert len((await client.list_tools()).tools) == len(TOOL_NAMES)
