@@ -48,6 +48,7 @@ from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm.client import LlmClient
 from gateway.logs import AccessLog
+from gateway.mcp.mount import McpDoor
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.answers import filtered_answer
@@ -145,6 +146,7 @@ class Gateway:
         self.routes: list[BaseRoute] = all_routes(settings)
         self._index = RouteIndex(self.routes, OWNED_PREFIXES)
         self.console = Console(self) if settings.console.enabled else None
+        self.mcp = McpDoor(self) if settings.mcp.enabled else None  # SPEC §19
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -157,6 +159,8 @@ class Gateway:
                 log.warning("the engine gets stored files by name only: set server.public_url "
                             "(or keep files on S3) to hand them over as signed URLs")
             await self._settle_attachments()
+            if self.mcp is not None:
+                await self.mcp.start()
         except BaseException:
             # Close what was opened: the database's threads would keep the process alive.
             await self.shutdown()
@@ -186,6 +190,8 @@ class Gateway:
             log.warning("finished the interrupted erasure of user %s", user_id)
 
     async def shutdown(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.stop()
         for task in (self._lease_upkeep, self._usage_upkeep):
             if task is not None:
                 task.cancel()
@@ -321,6 +327,10 @@ class Gateway:
             # The console's own session, never a key header, opens it (SPEC §20).
             scope[ROUTE_KEY] = CONSOLE_PREFIX
             await self.console(scope, receive, send)
+            return
+        if self.mcp is not None and path in self.mcp.paths:  # its own 401s and metadata
+            scope[ROUTE_KEY] = path.rstrip("/") or path
+            await self.mcp(scope, receive, send)
             return
         principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/serving/inprocess.py)
         if principal is None:

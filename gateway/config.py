@@ -323,6 +323,24 @@ class UploadsSettings:
 
 
 @dataclass(frozen=True)
+class McpSettings:
+    enabled: bool = _setting(
+        True, "serve the Model Context Protocol at mcp.path and its OAuth metadata "
+        "(docs/mcp.md); false = both answer 404"
+    )
+    path: str = _setting("/mcp", "path of the MCP endpoint")
+    jwt_audience: str = _setting(
+        "", "`aud` a JWT must carry on the MCP endpoint (RFC 8707); empty = "
+        "<server.public_url>/mcp (neither set: JWTs are refused there, keys still work)"
+    )
+    default_session: str = _setting("mcp", "session of add_memory when the call names none")
+    max_read_bytes: int = _setting(
+        16 * MIB, "largest file resources/read returns inline; a bigger one answers an error "
+        "naming its download URL"
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -349,6 +367,7 @@ class Settings:
         default_factory=RouteClassLimits, metadata={"section": "rate_limits.owned"})
     uploads: UploadsSettings = field(default_factory=UploadsSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
 
     @property
     def llm_enabled(self) -> bool:
@@ -571,6 +590,7 @@ def _validate(settings: Settings) -> None:
                           f"{settings.auth.erased_users!r}")
     _validate_files(settings)
     _validate_jwt(settings.auth_jwt)
+    _validate_mcp(settings.mcp)
 
 
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
@@ -617,6 +637,13 @@ def jwt_algorithms(jwt: JwtSettings) -> list[str]:
 
 
 ERASED_USERS = ("refuse", "fresh")
+
+
+def _validate_mcp(mcp: McpSettings) -> None:
+    if not re.fullmatch(r"/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*", mcp.path):
+        raise ConfigError(f"mcp.path: expected an absolute path such as /mcp, got {mcp.path!r}")
+    if mcp.max_read_bytes < 1:
+        raise ConfigError("mcp.max_read_bytes: must be at least 1")
 
 
 def _validate_files(settings: Settings) -> None:

@@ -92,12 +92,14 @@ class Authenticator:
         return (await self.principal_for(authorization, api_key)).user_id
 
     async def principal_for(
-        self, authorization: str | None, api_key: str | None = None
+        self, authorization: str | None, api_key: str | None = None,
+        jwt_audience: str | None = None,
     ) -> Principal:
         """Who sent `Authorization: Bearer|Token <key>` or `X-API-Key`, or Unauthorized.
 
         `Token` is the scheme mem0's and MemOS's clients send. Two different keys in one request
-        are refused rather than one of them picked.
+        are refused rather than one of them picked. `jwt_audience` replaces `auth.jwt.audience`
+        for a JWT ("" = no JWT is accepted here: the MCP endpoint without an audience).
         """
         token = ""
         if authorization:
@@ -122,7 +124,10 @@ class Authenticator:
         match = _KEY.fullmatch(token)
         if match is None:
             if self._jwt is not None and token.count(".") == 2:  # shaped like a JWT
-                return await self._jwt.verify(token)
+                if jwt_audience == "":
+                    raise Unauthorized("JWTs are not accepted here: set mcp.jwt_audience or "
+                                       "server.public_url")
+                return await self._jwt.verify(token, jwt_audience)
             raise Unauthorized("unknown API key")
         key_id, secret = match.groups()
         row = await keys.find(self._db, key_id)

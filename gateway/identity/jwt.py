@@ -73,12 +73,14 @@ class JwtVerifier:
             self.jwks = Jwks(settings, transport=transport, clock=clock)
         self._cache: dict[bytes, _Verified] = {}
 
-    async def verify(self, token: str) -> Principal:
+    async def verify(self, token: str, audience: str | None = None) -> Principal:
         """The Principal a valid token names, or Unauthorized (IdentityProviderUnavailable when the
-        provider's keys cannot be had at all)."""
+        provider's keys cannot be had at all). `audience` replaces `auth.jwt.audience` as the
+        `aud` the token must carry (the MCP endpoint's, SPEC §19)."""
         if len(token) > self._settings.max_token_bytes:
             raise Unauthorized(f"JWT longer than {self._settings.max_token_bytes} bytes")
-        digest = hashlib.sha256(token.encode()).digest()
+        audience = self._settings.audience if audience is None else audience
+        digest = hashlib.sha256(token.encode() + b"\n" + audience.encode()).digest()
         now = self._clock()
         cached = self._cache.get(digest)  # only verified tokens are there
         if cached is not None:
@@ -95,7 +97,7 @@ class JwtVerifier:
         if kid is not None and not isinstance(kid, str):
             raise Unauthorized("malformed JWT")
         key = self._static if self.jwks is None else await self.jwks.key_for(kid)
-        claims = self._decode(token, key)
+        claims = self._decode(token, key, audience)
         principal = self._principal(claims)
         remaining = float(claims["exp"]) - self._wall_clock()
         ttl = min(self._settings.token_cache_s, remaining)
@@ -105,11 +107,11 @@ class JwtVerifier:
             self._cache[digest] = _Verified(principal, now + ttl)
         return principal
 
-    def _decode(self, token: str, key: Any) -> dict[str, Any]:
+    def _decode(self, token: str, key: Any, audience: str) -> dict[str, Any]:
         settings = self._settings
         try:
             claims: dict[str, Any] = jwt.decode(
-                token, key, algorithms=self._algorithms, audience=settings.audience,
+                token, key, algorithms=self._algorithms, audience=audience,
                 issuer=settings.issuer or None, leeway=settings.leeway_s,
                 options={"require": ["exp"], "verify_signature": True},
             )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.search import page_scan
@@ -41,6 +41,14 @@ def result_type(content_type: str) -> str:
 
 
 @dataclass(frozen=True)
+class MappedFile:
+    id: str
+    resource_id: str | None
+    content_type: str
+    source: str
+
+
+@dataclass(frozen=True)
 class SessionMatcher:
     version: int
     # the Python path's matcher; None when built for the C page scanner alone (it costs about
@@ -48,6 +56,9 @@ class SessionMatcher:
     matcher: FilenameMatcher | None
     by_name: dict[str, list[dict[str, str]]]  # lower-cased name -> attachments with that name
     native: Any = None  # the same, for the C page scanner (gateway/search/page_scan.py)
+    # internal URI -> the mapping behind a file the gateway stores (not shown in answers):
+    # what the MCP tools name a found file by (gateway/mcp/tools.py)
+    files: Mapping[str, MappedFile] = field(default_factory=dict)
 
     def attachments_in(self, raw: Any) -> list[dict[str, str]]:
         matcher = self.matcher if self.matcher is not None else FilenameMatcher(self.by_name)
@@ -77,7 +88,12 @@ def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_ur
     `python` (or when there is no C one). `probe=False` keeps the C matcher to its automaton
     (the tests compare the two ways of finding names)."""
     by_name: dict[str, list[dict[str, str]]] = {}
+    files: dict[str, MappedFile] = {}
     for row in rows:
+        if row["source"] in store.STORED_SOURCES:
+            files[row["internal_uri"]] = MappedFile(
+                row["id"], row["resource_id"] if "resource_id" in row.keys() else None,
+                row["content_type"], row["source"])
         attachment = {"type": result_type(row["content_type"]), "name": row["name"],
                       "internal_uri": row["internal_uri"]}
         # Only files the gateway stores can be downloaded; a client's own URI is theirs.
@@ -87,7 +103,7 @@ def _build(version: int, rows: Sequence[Any], download_url: DownloadUrl = _no_ur
         by_name.setdefault(row["name"].lower(), []).append(attachment)
     native = _native(by_name, probe)
     matcher = FilenameMatcher(by_name) if python or native is None else None
-    return SessionMatcher(version, matcher, by_name, native)
+    return SessionMatcher(version, matcher, by_name, native, files)
 
 
 def _native(by_name: dict[str, list[dict[str, str]]], probe: bool = True) -> Any:

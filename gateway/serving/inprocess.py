@@ -33,6 +33,7 @@ class Answer:
     status: int
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     body: bytes = b""
+    size: int = 0  # bytes the route sent; more than len(body) when `max_body` cut it off
 
     def header(self, name: str) -> str | None:
         wanted = name.lower().encode()
@@ -61,12 +62,15 @@ async def call(
     query: str = "",
     headers: Iterable[tuple[str, str]] = (),
     origin: Scope | None = None,
+    max_body: int | None = None,
 ) -> Answer:
     """Run `method path` through `app` as `principal`, with its body read in full.
 
     `json` is encoded as the body (`application/json`); `body` with `content_type` sends bytes
     as they are (a multipart upload, say). `origin` is the scope of the request this call serves:
     its request id and client address carry over, so logs and limits see one caller.
+    `max_body`: a longer answer is read through but not kept (its `body` is empty, its `size`
+    says how long it was), so a large file costs no memory.
     """
     if json is not None:
         body = orjson.dumps(json)
@@ -116,8 +120,13 @@ async def call(
             answer.status = message["status"]
             answer.headers = [(bytes(k).lower(), bytes(v)) for k, v in message.get("headers", ())]
         elif message["type"] == "http.response.body":
-            chunks.append(bytes(message.get("body", b"")))
+            chunk = bytes(message.get("body", b""))
+            answer.size += len(chunk)
+            if max_body is None or answer.size <= max_body:
+                chunks.append(chunk)
+            else:
+                chunks.clear()
 
     await app(scope, receive, send)
-    answer.body = b"".join(chunks)
+    answer.body = b"" if max_body is not None and answer.size > max_body else b"".join(chunks)
     return answer

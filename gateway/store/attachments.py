@@ -239,9 +239,9 @@ async def live_mappings(
 ) -> dict[str, list[Row]]:
     """The caller's live mappings of these sessions, grouped by session."""
     rows = await db.read(
-        "SELECT id, session_id, name, internal_uri, content_type, source FROM memory_attachments "
-        "WHERE user_id = ? AND session_id IN (SELECT value FROM json_each(?)) "
-        "AND deleted_at IS NULL",
+        "SELECT id, session_id, name, internal_uri, content_type, source, resource_id "
+        "FROM memory_attachments WHERE user_id = ? "
+        "AND session_id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL",
         (user_id, json.dumps(list(session_ids))),
     )
     grouped: dict[str, list[Row]] = {}
@@ -263,6 +263,50 @@ async def stored_mapping(db: Database, user_id: str, mapping_id: str) -> Attachm
     return AttachmentMapping(*(row[key] for key in (
         "id", "user_id", "app_id", "project_id", "session_id", "resource_id", "content_type",
         "name", "internal_uri", "source", "sha256")))
+
+
+async def mappings_of_uris(
+    db: Database, user_id: str, internal_uris: Sequence[str], session_id: str | None = None
+) -> list[Row]:
+    """The caller's live mappings of these files (of one session when given), oldest first:
+    what a search attachment or an added file is known as (the MCP tools' `uri`s)."""
+    if not internal_uris:
+        return []
+    sql = ("SELECT id, session_id, resource_id, content_type, name, internal_uri, source, sha256 "
+           "FROM memory_attachments WHERE user_id = ? AND deleted_at IS NULL "
+           "AND internal_uri IN (SELECT value FROM json_each(?))")
+    params: list[Any] = [user_id, json.dumps(list(internal_uris))]
+    if session_id is not None:
+        sql += " AND session_id = ?"
+        params.append(session_id)
+    return await db.read(sql + " ORDER BY created_at, id", params)
+
+
+async def added_mappings(db: Database, user_id: str, session_id: str,
+                         sha256s: Sequence[str]) -> list[Row]:
+    """The caller's live inline files of one session with these digests, newest first."""
+    if not sha256s:
+        return []
+    return await db.read(
+        "SELECT id, name, content_type, sha256 FROM memory_attachments WHERE user_id = ? "
+        "AND session_id = ? AND source = ? AND deleted_at IS NULL "
+        "AND sha256 IN (SELECT value FROM json_each(?)) ORDER BY created_at DESC, id DESC",
+        (user_id, session_id, BASE64_SOURCE, json.dumps(list(sha256s))),
+    )
+
+
+async def sessions_page(db: Database, user_id: str, limit: int,
+                        before: tuple[int, str] | None) -> list[Row]:
+    """The caller's sessions (first claimed at `created_at`), newest first; `before` continues
+    strictly below a (created_at, session_id) pair. Resource sessions are not listed."""
+    sql = ("SELECT session_id, MIN(created_at) AS created_at FROM memory_sessions "
+           "WHERE user_id = ? AND session_id NOT LIKE 'resource:%' GROUP BY session_id")
+    params: list[Any] = [user_id]
+    if before is not None:
+        sql += " HAVING MIN(created_at) < ? OR (MIN(created_at) = ? AND session_id < ?)"
+        params += [before[0], before[0], before[1]]
+    return await db.read(sql + " ORDER BY created_at DESC, session_id DESC LIMIT ?",
+                         [*params, limit])
 
 
 # --- backfill ---------------------------------------------------------------------------------
