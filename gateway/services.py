@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 
@@ -17,9 +17,11 @@ from gateway.attachments.links import FileLinks
 from gateway.config import Settings
 from gateway.identity.auth import Authenticator
 from gateway.identity.ownership import OwnershipRules
+from gateway.identity.principal import Principal
 from gateway.llm.client import LlmClient
 from gateway.metrics import Metrics
 from gateway.search.index import AttachmentIndex
+from gateway.serving.inprocess import Answer
 from gateway.store import Database
 from gateway.toolcalls.service import ToolCallService
 from gateway.upstream.client import UpstreamClient
@@ -69,6 +71,17 @@ class Services:
         """Wait for background work (called at shutdown and by tests)."""
         while self.background:
             await asyncio.gather(*list(self.background), return_exceptions=True)
+
+
+class Host(Protocol):
+    """What a front door (MCP, the console) is given of the app: its settings, its services and
+    `call_as`, the in-process call of a REST route as an authenticated principal."""
+
+    settings: Settings
+    services: Services
+
+    async def call_as(self, principal: Principal, method: str, path: str,
+                      **options: Any) -> Answer: ...
 
 
 def services(request: Request) -> Services:

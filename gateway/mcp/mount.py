@@ -34,13 +34,13 @@ from gateway.mcp.tools import BY_NAME
 from gateway.serving.asgi import JSON_TYPE, header, read_body, send_bytes
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Host
 
 READ_METHODS = frozenset({"resources/list", "resources/read", "resources/templates/list"})
 
 
 class McpDoor:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Host) -> None:
         self.gateway = gateway
         self.endpoint = Endpoint.from_settings(gateway.settings)
         self.paths = frozenset({self.endpoint.path, self.endpoint.path + "/",

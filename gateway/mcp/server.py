@@ -22,7 +22,7 @@ from gateway.mcp import errors, resources
 from gateway.mcp.tools import BY_NAME, TOOLS, Caller
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Host
 
 NAME = "memory-gateway"
 INSTRUCTIONS = (
@@ -32,7 +32,7 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(gateway: Gateway, version: str) -> Server[Any]:
+def build_server(gateway: Host, version: str) -> Server[Any]:
     listed = types.ListToolsResult(tools=[spec.tool() for spec in TOOLS])
 
     def caller_of(ctx: ServerRequestContext[Any, Any]) -> Caller:

@@ -49,7 +49,7 @@ from gateway.upstream.flavors import flavor_for
 from gateway.upstream.flavors.base import AddScope
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Host
 
 OCTET_STREAM = "application/octet-stream"
 RESOURCE_SCHEME = "resource://"
@@ -62,7 +62,7 @@ SESSIONS_PAGE = 50
 class Caller:
     """Who called a tool, and the door into the REST routes as them."""
 
-    gateway: Gateway
+    gateway: Host
     principal: Principal
     origin: Scope  # the /mcp request: its request id and client address carry over
 
