@@ -6,8 +6,9 @@ scanner by `bench/search_cost.py --alternative`). msgspec splits the EverOS enve
 item's raw bytes and decodes only the fields a result needs; one Aho-Corasick automaton per
 session finds the names in each item's lower-cased bytes; a hit counts when it lies inside a
 string value (quote parity, not a key). Items with an escape, non-ASCII bytes, a `base64` or
-`metadata` key, and engines' own shapes (native answers) go to the Python path, as the C scanner's odd pages do. It does not
-check repeated keys (the C scanner does), so its cost is a lower bound for an exact version.
+`metadata` key, and engines' own shapes (native answers) go to the Python path, as the C
+scanner's odd pages do. It does not check repeated keys (the C scanner does), so its cost is a
+lower bound for an exact version.
 `python bench/msgspec_search.py cost` prints each path's cost per page, in process.
 
 Needs `pip install msgspec pyahocorasick` (not dependencies of the gateway).

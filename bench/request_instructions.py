@@ -11,7 +11,7 @@ different lengths are subtracted, so start-up cancels out:
     instructions per request = (I(n2) - I(n1)) / (n2 - n1)
 
 What it leaves out is what no Python change moves: the kernel's side of the four socket calls
-and the event loop's own C (docs/decisions.md, "Where a pass-through's CPU goes"). The same tree
+and the event loop's own C (docs/decisions.md, "Instructions counted"). The same tree
 gives the same count within about 1 % (the API key and timer firings differ between runs).
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
