@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import gateway_process, load, paired_ratios  # noqa: E402
 
+from tests import everos_engine as engine_process  # noqa: E402
 from tests.everos_engine import eventually, everos_engine  # noqa: E402
 
 USER = "bench"
@@ -228,6 +229,7 @@ def main() -> int:
                         help="also a gateway run from this checkout, in front of the same engine, "
                         "its requests alternated with this one's in the same run")
     args = parser.parse_args()
+    engine_process.STARTUP_TIMEOUT_S = 240.0  # the suite's 60 s is short on a loaded host
     ops = args.ops.split(",")
     clients = [int(n) for n in args.clients.split(",") if n]
     paths = bodies()
