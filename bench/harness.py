@@ -46,10 +46,13 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 @contextmanager
 def process(
-    args: list[str], env: dict[str, str] | None = None
+    args: list[str], env: dict[str, str] | None = None, log: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # logs are written, not read
+    """`args` running until the block ends; its log (stderr) is written to `log`, else dropped
+    (written, not read)."""
+    with open(log, "ab") if log is not None else open(os.devnull, "wb") as stderr:
+        proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=stderr)
     try:
         yield proc
     finally:
@@ -76,9 +79,10 @@ def gateway(
 @contextmanager
 def gateway_process(
     upstream_url: str, extra_env: Mapping[str, str | None] | None = None,
-    serve: list[str] | None = None,
+    serve: list[str] | None = None, log: Path | None = None,
 ) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
-    """Like `gateway`, also yielding the process (for memory measurements)."""
+    """Like `gateway`, also yielding the process (for memory measurements); its log is
+    written to `log` when given."""
     with tempfile.TemporaryDirectory(prefix="mgw-bench-") as tmp:
         port = free_port()
         settings: dict[str, str | None] = {
@@ -102,7 +106,8 @@ def gateway_process(
             env=env, cwd=ROOT, capture_output=True, text=True, check=True,
         )
         key = created.stdout.strip().splitlines()[-1]
-        with process([PYTHON, *(serve or ["-m", "gateway", "serve"])], env=env) as proc:
+        with process([PYTHON, *(serve or ["-m", "gateway", "serve"])], env=env,
+                     log=log) as proc:
             wait_for_port(port)
             yield f"http://127.0.0.1:{port}", key, proc
 
@@ -142,7 +147,7 @@ def load(url: str, body: bytes, headers: dict[str, str], connections: int, secon
 @functools.cache
 def _warn_python_load() -> None:
     """Said once per run: this generator takes much of the host's CPU itself, so its ratios are
-    not comparable with wrk's (docs/decisions.md, "A new machine, and the load generator")."""
+    not comparable with wrk's (docs/decisions.md, "The load generator")."""
     print("harness: wrk is not installed; using the Python load generator, whose ratios are not "
           "comparable with wrk's (apt-get install wrk)", file=sys.stderr)
 

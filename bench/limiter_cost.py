@@ -5,7 +5,7 @@ Two gateways in this process, limits off and on (set high enough never to refuse
 still draws from its bucket and takes an engine slot), each driven through its ASGI interface
 with the small JSON POST of bench/passthrough.py and forwarding with the production client to
 the same fast upstream process. Batches alternate off/on; prints the median CPU per request of
-each and the median ratio of the pairs. bench/passthrough_limits.py --limits measures the same over
+each and the median ratio of the pairs. bench/passthrough.py --limits measures the same over
 HTTP, as requests/s, which a shared machine makes noisy.
 
     .venv/bin/python bench/limiter_cost.py [--pairs 40] [--batch 300] [--postgresql]

@@ -1,7 +1,7 @@
 """Instructions per proxied request, counted by valgrind: a figure a busy machine cannot blur.
 
-The pass-through benchmarks (bench/passthrough.py, bench/passthrough_alt.py) time real processes
-and swing by ±15 % between rounds on a shared 2-core host, so a change worth 1–3 % of a
+The pass-through benchmarks (bench/passthrough.py, `--variants` side by side) time real
+processes and swing by ±15 % between rounds on a shared 2-core host, so a change worth 1–3 % of a
 request's CPU cannot be seen there. This one drives the whole serving stack in one process —
 the protocol `serve` runs (gateway/serving/connections.py, gateway/serving/protocol.py) with an
 in-memory client transport, the app, and the native upstream client with an upstream transport
@@ -11,7 +11,7 @@ Two runs of different lengths are subtracted, so start-up cancels out:
     instructions per request = (I(n2) - I(n1)) / (n2 - n1)
 
 What it leaves out is what no Python change moves: the kernel's side of the four socket calls
-and the event loop's own C (docs/decisions.md, "Where a pass-through's CPU goes"). The same tree
+and the event loop's own C (docs/decisions.md, "Instructions counted"). The same tree
 gives the same count within about 1 % (the API key and timer firings differ between runs).
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
@@ -24,7 +24,7 @@ the search benchmark's page of 50 episodes (bench/search_cost.py) passed through
 `search` ÷ `page` is the search's cost over the pass-through of the same page without the
 kernel's share. `--limits` serves with every rate limit and the engine-call cap on, set so high
 that nothing is refused: with and without it, the limiter's own instructions, which the served
-benchmark (bench/passthrough_limits.py) can only see through ±10 % of noise. `--profile` runs
+benchmark (bench/passthrough.py --limits) can only see through ±10 % of noise. `--profile` runs
 the requests once under cProfile instead (no valgrind) and prints the 30 functions with the
 most time of their own.
 
@@ -64,7 +64,7 @@ CONNECTIONS = 16
 WARM_UP = 800
 # `--limits`: every rate limit and the engine-call cap on, set so high that nothing is refused
 # (each request still draws from its bucket and takes an engine slot), as
-# bench/passthrough_limits.py sets them; read by the child from its environment.
+# bench/passthrough.py --limits sets them; read by the child from its environment.
 LIMITS_ENV = "MGW_BENCH_LIMITS"
 LIMITS_ON = {"requests_per_s": 1_000_000, "burst": 1_000_000, "engine_concurrency_per_user": 1000}
 

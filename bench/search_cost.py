@@ -27,10 +27,13 @@ their own: what it pays is that read.
 
 `--baseline CHECKOUT` also runs a gateway from another checkout of the project (another
 commit, built in place) beside this one, in front of the same engine, and alternates the pairs of
-both in one run: the two medians are measured under the same load.
+both in one run: the two medians are measured under the same load. `--alternative` does the same
+with a gateway whose page path is the pure-Python alternative on msgspec and pyahocorasick
+(bench/msgspec_search.py; `pip install msgspec pyahocorasick`), the C scanner's retirement
+question: is its figure within 15 % of the scanner's?
 
     .venv/bin/python bench/search_cost.py [--rounds 5] [--seconds 4] [--path scanner|python]
-        [--stored [--urls]] [--writes] [--baseline CHECKOUT]
+        [--stored [--urls]] [--writes] [--baseline CHECKOUT] [--alternative]
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ ATTACHMENTS = 200
 RESULTS = 50
 TARGET = 1 / 1.5  # SPEC §14: search costs at most 1.5x the pass-through
 WRITES_TARGET = 1 / 2  # ... and at most 2x with a write between every two searches
+ALTERNATIVE = "msgspec+ahocorasick"  # --alternative: retire the C scanner if within 15 %
+WITHIN = 0.15
 
 
 def filename(session: int, index: int) -> str:
@@ -129,6 +134,8 @@ def main() -> int:
                         help="also measure a gateway run from this checkout, in the same run")
     parser.add_argument("--urls", action="store_true",
                         help="with --stored: set server.public_url, so each carries a `url`")
+    parser.add_argument("--alternative", action="store_true",
+                        help="also a gateway on the msgspec + pyahocorasick page path")
     parser.add_argument("--writes", action="store_true",
                         help="a write between every two searches (another user's new session)")
     args = parser.parse_args()
@@ -155,6 +162,8 @@ def main() -> int:
                 "-c", f"import sys; sys.path.insert(0, {str(Path(args.baseline).resolve())!r}); "
                 "from gateway.cli import main; sys.argv = ['gateway', 'serve']; "
                 "raise SystemExit(main())"]
+        if args.alternative:
+            gateways[ALTERNATIVE] = [str(ROOT / "bench" / "msgspec_search.py"), "serve"]
         measured: dict[str, list[tuple[float, float]]] = {}
         runs = []
         for name, serve in gateways.items():
@@ -184,6 +193,11 @@ def main() -> int:
               f"pass-through's time); median CPU per request: search {cost:.2f}x the "
               f"pass-through ({verdict} the <= {1 / target:.1f}x target"
               f"{' with writes' if args.writes else ''})")
+    if args.alternative:
+        share = (median([p[1] for p in measured["this checkout"]])
+                 / median([p[1] for p in measured[ALTERNATIVE]]))
+        print(f"CPU per search, the scanner's ÷ the alternative's: {share:.2f} "
+              f"({'within' if share >= 1 - WITHIN else 'NOT within'} {WITHIN:.0%})")
     return 0 if median([p[1] for p in measured["this checkout"]]) <= 1 / target else 1
 
 

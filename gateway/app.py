@@ -69,7 +69,7 @@ from gateway.store.database import database_for
 from gateway.toolcalls.jobs import HttpJobService, JobService
 from gateway.toolcalls.registry import load_registry
 from gateway.toolcalls.service import ToolCallService
-from gateway.upstream.client import UPSTREAM_STATUS, create_upstream
+from gateway.upstream.client import UPSTREAM_SECONDS, UPSTREAM_STATUS, create_upstream
 from gateway.upstream.flavors import check_erased_users, flavor_for
 from gateway.upstream.proxy import TARGET_KEY, Proxy
 from gateway.upstream.routes import parse_allowed
@@ -269,6 +269,7 @@ class Gateway:
 
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
+        seconds_token = UPSTREAM_SECONDS.set(0.0)
         try:
             await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
@@ -292,6 +293,7 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
+            UPSTREAM_SECONDS.reset(seconds_token)
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""
@@ -309,6 +311,7 @@ class Gateway:
                 "status": status,
                 "duration_ms": int(seconds * 1_000_000) / 1000,
                 "upstream_status": UPSTREAM_STATUS.get(),
+                "upstream_ms": int(UPSTREAM_SECONDS.get() * 1_000_000) / 1000,
             })
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import getpass
 import json
 import logging
@@ -80,7 +81,23 @@ def _uvicorn_server(app: Any, host: str, port: int, log_level: str,
         proxy_headers=False,  # the gateway is the edge: X-Forwarded-* from clients are not trusted
         server_header=False,
     )
-    return uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                freeze_startup_objects()
+
+    return Server(config)
+
+
+def freeze_startup_objects() -> None:
+    """Once serving, put what start-up made (modules, settings, route tables, models) out of
+    the collector's sight: its oldest generation then walks only what requests made since,
+    rather than stalling a request for 100 ms or more now and then (docs/decisions.md,
+    "The collector after start-up")."""
+    gc.collect()
+    gc.freeze()
 
 
 def _gateway_app(settings: Settings) -> Any:

@@ -2,6 +2,8 @@
 
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -10,7 +12,7 @@ import respx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.app import create_app
+from gateway.app import Gateway, create_app
 from gateway.config import Settings
 from gateway.errors import ValidationFailed
 from gateway.identity.auth import USER_ID, validate_user_id
@@ -48,15 +50,24 @@ def test_keys_create_refuses_an_invalid_user_id(settings: Settings) -> None:
     assert "user id" in result.stderr
 
 
-@pytest.mark.processes
-async def test_created_key_authenticates_and_revoked_key_is_401(
-    settings: Settings, engine: respx.MockRouter
-) -> None:
+@asynccontextmanager
+async def uncached(settings: Settings, engine: respx.MockRouter
+                   ) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient, str]]:
+    """A gateway that keeps no verified key (`auth.key_cache_ttl_s = 0`), and carol's client
+    with a key made by the CLI."""
     token = run_cli(settings, "keys", "create", "--user", "carol").stdout.splitlines()[-1]
     engine.get("/health").mock(return_value=httpx.Response(200))
     gateway = create_app(settings.with_values(auth={"key_cache_ttl_s": 0}),
                          upstream_transport=httpx.MockTransport(engine.async_handler))
     async with gateway.running(), client_for(gateway, token) as client:
+        yield gateway, client, token
+
+
+@pytest.mark.processes
+async def test_created_key_authenticates_and_revoked_key_is_401(
+    settings: Settings, engine: respx.MockRouter
+) -> None:
+    async with uncached(settings, engine) as (_, client, token):
         first = await client.get("/health")
         assert first.status_code == 200
         assert engine.routes[0].calls.last.request.headers["x-memory-user-id"] == "carol"
@@ -97,3 +108,19 @@ def test_accepted_user_ids_are_safe_path_components(candidate: str) -> None:
     assert "/" not in candidate and "\\" not in candidate and "\x00" not in candidate
     assert candidate not in (".", "..") and not candidate.startswith(("_", "."))
     assert Path(candidate).name == candidate
+
+
+async def test_a_key_read_again_after_its_cache_time_takes_no_reader_thread(
+    settings: Settings, engine: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with uncached(settings, engine) as (gateway, client, _):
+        db = gateway.services.db
+
+        async def no_hand_off(*args: object) -> None:
+            raise AssertionError("a request's key check handed its query to a reader thread")
+
+        monkeypatch.setattr(db, "read_one", no_hand_off)
+        for _ in range(2):  # nothing kept: each request reads the key's row
+            answer = await client.get("/health")
+            assert answer.status_code == 200
+            assert engine.routes[0].calls.last.request.headers["x-memory-user-id"] == "carol"

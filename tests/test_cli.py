@@ -405,3 +405,34 @@ def test_every_option_has_help_text() -> None:
 
     walk(build_parser(), "")
     assert missing == []
+
+
+async def test_a_started_server_keeps_start_up_objects_out_of_the_collectors_walks() -> None:
+    import asyncio
+    import gc
+    import socket
+
+    from gateway.cli import _uvicorn_server
+
+    async def app(scope: object, receive: object, send: object) -> None:
+        if isinstance(scope, dict) and scope["type"] == "lifespan":
+            message = await receive()  # type: ignore[operator]
+            await send({"type": "lifespan.startup.complete"})  # type: ignore[operator]
+            await receive()  # type: ignore[operator]
+            await send({"type": "lifespan.shutdown.complete"})  # type: ignore[operator]
+            del message
+
+    gc.unfreeze()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = _uvicorn_server(app, "127.0.0.1", sock.getsockname()[1], "warning")
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        assert gc.get_freeze_count() > 10_000  # the modules, settings and tables made so far
+    finally:
+        server.should_exit = True
+        await serving
+        gc.unfreeze()  # the rest of this test process collects as before
+        sock.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -18,6 +19,7 @@ from tests.attachment_helpers import answer_search, episodes
 
 ACCESS_FIELDS = {
     "request_id", "user_id", "method", "route", "path", "status", "duration_ms", "upstream_status",
+    "upstream_ms",
 }
 
 
@@ -95,6 +97,21 @@ async def test_upstream_status_does_not_leak_into_the_next_request(
     await alice.get("/health")
     await alice.get("/agents")
     assert [line.upstream_status for line in access_lines(access)] == [200, None]
+
+
+async def test_the_access_line_says_how_long_the_engine_took_beside_the_whole(
+    alice: httpx.AsyncClient, engine: respx.MockRouter, access: pytest.LogCaptureFixture
+) -> None:
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.05)
+        return httpx.Response(200)
+
+    engine.get("/health").mock(side_effect=slow)
+    await alice.get("/health")
+    await alice.get("/agents")  # never reaches the engine
+    proxied, own = access_lines(access)
+    assert 50 <= proxied.upstream_ms <= proxied.duration_ms  # type: ignore[attr-defined]
+    assert own.upstream_ms == 0  # type: ignore[attr-defined]
 
 
 async def test_a_request_without_a_key_logs_no_user(

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import respx
 
+from gateway.app import Gateway
 from gateway.config import Settings
 from tests.attachment_helpers import (
     PNG,
@@ -241,3 +242,25 @@ async def test_intercepted_answer_drops_hop_by_hop_headers_like_the_proxy(
     assert response.status_code == 200 and response.json() == {"ok": 1}
     assert "x-hop" not in response.headers and "keep-alive" not in response.headers
     assert response.headers["x-kept"] == "y"
+
+
+async def test_a_further_add_without_files_to_ones_own_session_writes_nothing(
+    app: Gateway, alice: httpx.AsyncClient, engine: respx.MockRouter,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    routes = engine_ok(engine)
+    assert (await alice.post("/api/v2/memory/add", json=add_body(session="mine"))).status_code \
+        == 200
+    db, writes = app.services.db, []
+    write = db.write
+
+    def counted() -> Any:
+        writes.append(1)
+        return write()
+
+    monkeypatch.setattr(db, "write", counted)
+    again = await alice.post("/api/v2/memory/add", json=add_body(session="mine"))
+    assert again.status_code == 200 and routes["add"].call_count == 2
+    assert writes == []  # the session is alice's already and there is nothing to record
+    other = await alice.post("/api/v2/memory/add", json=add_body(session="new"))
+    assert other.status_code == 200 and len(writes) == 1  # a new session is claimed

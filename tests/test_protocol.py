@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from typing import Any
 
@@ -259,6 +260,7 @@ def test_large_answer_arrives_whole_over_a_real_socket(loop_factory: str) -> Non
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        gc.unfreeze()  # a started server froze this process's objects (gateway/cli.py)
 
 
 # --- the same answers as uvicorn's own cycle ----------------------------------------------------

@@ -130,7 +130,7 @@ class Authenticator:
                 return await self._jwt.verify(token, jwt_audience)
             raise Unauthorized("unknown API key")
         key_id, secret = match.groups()
-        row = await keys.find(self._db, key_id)
+        row = await keys.find_now(self._db, key_id)
         if row is None or row.revoked_at_ms is not None:
             self._cache.pop(token, None)
             raise Unauthorized("unknown or revoked API key")

@@ -189,7 +189,14 @@ class OwnershipRules:
             app_id, project_id = _owner_scope(kind, named)
             for one in value if isinstance(value, list) else [value]:
                 if isinstance(one, str) and one and not (kind == GROUP and derived_group(one)):
-                    await self.claim_session(user_id, app_id, project_id, one)
+                    await self.claim_once(user_id, app_id, project_id, one)
+
+    async def claim_once(self, user_id: str, app_id: str, project_id: str,
+                         session_id: str) -> None:
+        """Claim a session unless it is the caller's already: no row ever changes owner, so a
+        conversation's every next add needs no write transaction (403 if another user's)."""
+        if await self.session_owner(app_id, project_id, session_id) != user_id:
+            await self.claim_session(user_id, app_id, project_id, session_id)
 
     async def claim_written(self, named: Named, user_id: str) -> None:
         """What an add the gateway made will write into: never another user's (403), else the

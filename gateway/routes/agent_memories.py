@@ -7,9 +7,16 @@ from typing import Any, Literal
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from gateway.routes.common import api, json_body, json_response, query_params
+from gateway.routes.common import (
+    api,
+    item_routes,
+    json_body,
+    json_response,
+    mine,
+    no_content,
+    query_params,
+)
 from gateway.routes.schema import (
     CamelModel,
     CamelPatch,
@@ -85,11 +92,7 @@ async def list_memories(request: Request) -> Response:
 
 @api(summary="Read one memory", response=MemoryOut, tag="agent memories")
 async def get_memory(request: Request) -> Response:
-    memory = await agent_memories.get(
-        services(request).db, user_id(request), request.path_params["agent_id"],
-        request.path_params["memory_id"],
-    )
-    return json_response(memory)
+    return json_response(await agent_memories.get(*mine(request, "agent_id", "memory_id")))
 
 
 @api(summary="Change a memory's type, content, importance or status", request=MemoryPatch,
@@ -106,27 +109,17 @@ async def update_memory(request: Request) -> Response:
         changes["importance"] = body.importance
     if body.status is not None:
         changes["status"] = body.status
-    memory = await agent_memories.update(
-        services(request).db, user_id(request), request.path_params["agent_id"],
-        request.path_params["memory_id"], **changes,
-    )
-    return json_response(memory)
+    return json_response(
+        await agent_memories.update(*mine(request, "agent_id", "memory_id"), **changes))
 
 
 @api(summary="Delete a memory (status deleted: gone from lists and prompts)", status=204,
      tag="agent memories")
 async def delete_memory(request: Request) -> Response:
-    await agent_memories.delete(
-        services(request).db, user_id(request), request.path_params["agent_id"],
-        request.path_params["memory_id"],
-    )
-    return Response(status_code=204)
+    await agent_memories.delete(*mine(request, "agent_id", "memory_id"))
+    return no_content()
 
 
-routes = [
-    Route("/agents/{agent_id}/memories", create_memory, methods=["POST"]),
-    Route("/agents/{agent_id}/memories", list_memories, methods=["GET"]),
-    Route("/agents/{agent_id}/memories/{memory_id}", get_memory, methods=["GET"]),
-    Route("/agents/{agent_id}/memories/{memory_id}", update_memory, methods=["PATCH"]),
-    Route("/agents/{agent_id}/memories/{memory_id}", delete_memory, methods=["DELETE"]),
-]
+routes = item_routes("/agents/{agent_id}/memories", "/agents/{agent_id}/memories/{memory_id}",
+                     create=create_memory, listing=list_memories, get=get_memory,
+                     update=update_memory, delete=delete_memory)

@@ -7,9 +7,16 @@ from typing import Any
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from gateway.routes.common import api, json_body, json_response, query_params
+from gateway.routes.common import (
+    api,
+    item_routes,
+    json_body,
+    json_response,
+    mine,
+    no_content,
+    query_params,
+)
 from gateway.routes.schema import (
     CamelModel,
     CamelPatch,
@@ -73,10 +80,7 @@ async def list_agents(request: Request) -> Response:
 
 @api(summary="Read an agent", response=AgentOut, tag="agents")
 async def get_agent(request: Request) -> Response:
-    agent = await agents.require(
-        services(request).db, user_id(request), request.path_params["agent_id"]
-    )
-    return json_response(agent)
+    return json_response(await agents.require(*mine(request, "agent_id")))
 
 
 @api(summary="Update an agent's name, profile or opening message", request=AgentPatch,
@@ -91,22 +95,14 @@ async def update_agent(request: Request) -> Response:
         changes["profile"] = body.profile
     if "opening_message" in body.model_fields_set:
         changes["opening_message"] = body.opening_message
-    agent = await agents.update(
-        services(request).db, user_id(request), request.path_params["agent_id"], **changes
-    )
-    return json_response(agent)
+    return json_response(await agents.update(*mine(request, "agent_id"), **changes))
 
 
 @api(summary="Delete an agent and its conversations", status=204, tag="agents")
 async def delete_agent(request: Request) -> Response:
-    await agents.delete(services(request).db, user_id(request), request.path_params["agent_id"])
-    return Response(status_code=204)
+    await agents.delete(*mine(request, "agent_id"))
+    return no_content()
 
 
-routes = [
-    Route("/agents", create_agent, methods=["POST"]),
-    Route("/agents", list_agents, methods=["GET"]),
-    Route("/agents/{agent_id}", get_agent, methods=["GET"]),
-    Route("/agents/{agent_id}", update_agent, methods=["PATCH"]),
-    Route("/agents/{agent_id}", delete_agent, methods=["DELETE"]),
-]
+routes = item_routes("/agents", "/agents/{agent_id}", create=create_agent, listing=list_agents,
+                     get=get_agent, update=update_agent, delete=delete_agent)

@@ -11,10 +11,11 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from gateway.attachments.files import Download
 from gateway.errors import ValidationFailed
-from gateway.services import services
+from gateway.services import services, user_id
 from gateway.serving.asgi import read_body
 from gateway.upstream.headers import response_headers
 
@@ -158,3 +159,30 @@ def stream_file(found: Download, content_type: str, name: str) -> Response:
     return StreamingResponse(found.chunks, media_type=content_type, headers={
         "Content-Length": str(found.size), "Content-Disposition": disposition,
         **STORED_FILE_HEADERS})
+
+
+def mine(request: Request, *path_params: str) -> tuple[Any, ...]:
+    """(the database, the caller, the ids the path names): the leading arguments of every store
+    call an owned resource's route makes about the caller's items, in the store's order."""
+    return (services(request).db, user_id(request),
+            *(request.path_params[name] for name in path_params))
+
+
+def no_content() -> Response:
+    return Response(status_code=204)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def item_routes(collection: str, item: str, *, create: Endpoint, listing: Endpoint,
+                get: Endpoint, update: Endpoint, delete: Endpoint) -> list[Route]:
+    """An owned resource's five routes: create and list on the collection; read, edit and
+    delete one item."""
+    return [
+        Route(collection, create, methods=["POST"]),
+        Route(collection, listing, methods=["GET"]),
+        Route(item, get, methods=["GET"]),
+        Route(item, update, methods=["PATCH"]),
+        Route(item, delete, methods=["DELETE"]),
+    ]

@@ -12,10 +12,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.errors import ValidationFailed
-from gateway.routes.common import api, json_body, json_response, query_params
+from gateway.routes.common import (
+    api,
+    item_routes,
+    json_body,
+    json_response,
+    mine,
+    no_content,
+    query_params,
+)
 from gateway.routes.schema import (
     CamelModel,
     CamelPatch,
@@ -135,8 +142,7 @@ async def list_facts(request: Request) -> Response:
 
 @api(summary="Read a fact", response=FactOut, tag="memory facts")
 async def get_fact(request: Request) -> Response:
-    fact = await facts.get(services(request).db, user_id(request), request.path_params["fact_id"])
-    return json_response(fact)
+    return json_response(await facts.get(*mine(request, "fact_id")))
 
 
 @api(summary="Edit a fact's value, confidence, pin or expiry", request=FactPatch,
@@ -147,22 +153,14 @@ async def update_fact(request: Request) -> Response:
     changes = {name: getattr(body, name) for name in body.model_fields_set}
     if "expires_at" in changes:
         changes["expires_at_ms"] = changes.pop("expires_at")
-    fact = await facts.update(
-        services(request).db, user_id(request), request.path_params["fact_id"], **changes
-    )
-    return json_response(fact)
+    return json_response(await facts.update(*mine(request, "fact_id"), **changes))
 
 
 @api(summary="Delete a fact", status=204, tag="memory facts")
 async def delete_fact(request: Request) -> Response:
-    await facts.delete(services(request).db, user_id(request), request.path_params["fact_id"])
-    return Response(status_code=204)
+    await facts.delete(*mine(request, "fact_id"))
+    return no_content()
 
 
-routes = [
-    Route("/memory-facts", observe_fact, methods=["POST"]),
-    Route("/memory-facts", list_facts, methods=["GET"]),
-    Route("/memory-facts/{fact_id}", get_fact, methods=["GET"]),
-    Route("/memory-facts/{fact_id}", update_fact, methods=["PATCH"]),
-    Route("/memory-facts/{fact_id}", delete_fact, methods=["DELETE"]),
-]
+routes = item_routes("/memory-facts", "/memory-facts/{fact_id}", create=observe_fact,
+                     listing=list_facts, get=get_fact, update=update_fact, delete=delete_fact)

@@ -117,6 +117,11 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
             items[index] = replace(item, url=url)
     outgoing = _outgoing(dialect, native, payload, caller, items, bool(named_objects))
     await _claim_written(svc, caller, native, add_path, outgoing)
+    if not intent.mappings:
+        # Nothing to keep once the engine answers (no file, no mapping): the session's claim is
+        # all an intent would record, and one already the caller's needs no write at all.
+        await svc.rules.claim_once(caller, app_id, project_id, session_id)
+        return relayed(*await forward(request.scope, svc, caller, add_path, raw, outgoing))
     async with intents.recorded(svc.db, svc.files, intent, scope.key(), svc.lease) as pending:
         for folder, name, data in files:
             await svc.files.write_bytes(folder, name, data)

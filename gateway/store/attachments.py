@@ -82,12 +82,14 @@ class Intent:
 
 
 async def session_owner(db: Database, app_id: str, project_id: str, session_id: str) -> str | None:
-    row = await db.read_one(
+    """Who owns a session: an indexed row read on every add and every request naming a session,
+    so by the adapter's cheapest route (`read_now`: no thread hand-off on SQLite)."""
+    rows = await db.read_now(
         "SELECT user_id FROM memory_sessions WHERE app_id = ? AND project_id = ? "
         "AND session_id = ?",
         (app_id, project_id, session_id),
     )
-    return None if row is None else str(row["user_id"])
+    return str(rows[0][0]) if rows else None
 
 
 async def _claim_session(

@@ -57,6 +57,22 @@ async def find(db: Database, key_id: str) -> ApiKey | None:
     return None if row is None else _key(row)
 
 
+_COLUMNS = ("id, user_id, secret_sha256, created_at_ms, revoked_at_ms, kind, scopes, name, "
+            "expires_at_ms, last_used_at_ms, users_glob")
+
+
+async def find_now(db: Database, key_id: str) -> ApiKey | None:
+    """`find` for a request's key check: one indexed row, read by the adapter's cheapest route
+    (`Database.read_now`; on SQLite the event loop's own connection, no thread hand-off)."""
+    rows = await db.read_now(f"SELECT {_COLUMNS} FROM api_keys WHERE id = ?", (key_id,))
+    if not rows:
+        return None
+    (id_, user_id, secret, created, revoked, kind, scopes, name, expires, used,
+     users_glob) = rows[0]
+    return ApiKey(id_, user_id, secret, created, revoked, kind,
+                  tuple(s for s in scopes.split(",") if s), name, expires, used, users_glob)
+
+
 async def insert(db: Database, key_id: str, user_id: str, secret_sha256: str, *,
                  kind: str = "user", scopes: Iterable[str] = ("read", "write"), name: str = "",
                  expires_at_ms: int | None = None, users_glob: str = "",

@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import ssl
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from contextvars import ContextVar
@@ -56,6 +57,9 @@ RETRYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The status of the latest upstream answer in this request's context (the access log reads it:
 # handlers await the upstream in the request's own task, so the value is the request's).
 UPSTREAM_STATUS: ContextVar[int | None] = ContextVar("upstream_status", default=None)
+# The seconds this request spent waiting for the engine's answer heads, summed over its engine
+# calls (the access line's `upstream_ms`: what the engine took beside what the gateway did).
+UPSTREAM_SECONDS: ContextVar[float] = ContextVar("upstream_seconds", default=0.0)
 
 
 @functools.cache
@@ -155,6 +159,7 @@ class UpstreamClient(ABC):
             ticket.enter()  # the user's engine-call cap (429 when all their slots are taken)
         deadline = asyncio.get_running_loop().time() + self.settings.timeout_s
         await self._acquire()
+        started = time.perf_counter()
         try:
             try:
                 response = await self._send(method, line_target, headers, body, deadline)
@@ -168,6 +173,7 @@ class UpstreamClient(ABC):
             self._slots.release()
             raise
         UPSTREAM_STATUS.set(response.status)
+        UPSTREAM_SECONDS.set(UPSTREAM_SECONDS.get() + time.perf_counter() - started)
         response._free_slot = self._slots.release
         return response
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import jwt as pyjwt
+import pytest
 
 from gateway.app import Gateway, create_app
 from gateway.config import Settings
@@ -71,6 +72,37 @@ async def gateway_with(settings: Settings, engine: RecordingEngine) -> AsyncIter
     app = create_app(settings, upstream_transport=engine.transport())
     async with app.running():
         yield app
+
+
+# The in-process fixtures the security modules share. A module imports the ones it uses
+# (pytest finds a fixture among its globals, under the fixture's name): `engine`, `settings`,
+# `app`, `alice`, `bob`.
+@pytest.fixture(name="engine")
+def engine_fixture() -> RecordingEngine:
+    return RecordingEngine()
+
+
+@pytest.fixture(name="settings")
+def settings_fixture(tmp_path: Path) -> Settings:
+    return settings_for(tmp_path)
+
+
+@pytest.fixture(name="app")
+async def app_fixture(settings: Settings, engine: RecordingEngine) -> AsyncIterator[Gateway]:
+    async with gateway_with(settings, engine) as gateway:
+        yield gateway
+
+
+@pytest.fixture(name="alice")
+async def alice_fixture(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with keyed(app, settings, "alice") as alice:
+        yield alice
+
+
+@pytest.fixture(name="bob")
+async def bob_fixture(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with keyed(app, settings, "bob") as bob:
+        yield bob
 
 
 def client(app: Gateway, headers: dict[str, str] | None = None) -> httpx.AsyncClient:

@@ -8,16 +8,19 @@ here failed on the gateway that checked one generic list of field names on every
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from gateway.app import Gateway
-from gateway.config import Settings
-from tests.security.support import RecordingEngine, gateway_with, keyed, settings_for
+from tests.security.support import (  # noqa: F401 (fixtures, found by name)
+    RecordingEngine,
+    alice_fixture,
+    app_fixture,
+    bob_fixture,
+    engine_fixture,
+    settings_fixture,
+)
 
 NOW = 1_760_000_000_000
 
@@ -27,34 +30,6 @@ def message(sender: str, role: str = "user", text: str = "hi") -> dict[str, Any]
     if role == "tool":
         out["tool_call_id"] = "call_1"
     return out
-
-
-@pytest.fixture
-def engine() -> RecordingEngine:
-    return RecordingEngine()
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return settings_for(tmp_path)
-
-
-@pytest.fixture
-async def app(settings: Settings, engine: RecordingEngine) -> AsyncIterator[Gateway]:
-    async with gateway_with(settings, engine) as gateway:
-        yield gateway
-
-
-@pytest.fixture
-async def alice(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with keyed(app, settings, "alice") as alice:
-        yield alice
-
-
-@pytest.fixture
-async def bob(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with keyed(app, settings, "bob") as bob:
-        yield bob
 
 
 async def add(client: httpx.AsyncClient, session: str, *messages: dict[str, Any]) -> None:

@@ -19,44 +19,21 @@ from gateway.config import Settings
 from tests.attachment_helpers import rows
 from tests.conftest import create_key, storage_values
 from tests.s3_server import S3Server
-from tests.security.support import (
+from tests.security.support import (  # noqa: F401 (fixtures, found by name)
     RecordingEngine,
+    alice_fixture,
+    app_fixture,
+    bob_fixture,
     body_of,
     client,
+    engine_fixture,
     gateway_with,
     keyed,
+    settings_fixture,
     settings_for,
 )
 
 ALICE_GET = json.dumps({"user_id": "alice", "memory_type": "episode"})
-
-
-@pytest.fixture
-def engine() -> RecordingEngine:
-    return RecordingEngine()
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return settings_for(tmp_path)
-
-
-@pytest.fixture
-async def app(settings: Settings, engine: RecordingEngine) -> AsyncIterator[Gateway]:
-    async with gateway_with(settings, engine) as gateway:
-        yield gateway
-
-
-@pytest.fixture
-async def bob(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with keyed(app, settings, "bob") as bob:
-        yield bob
-
-
-@pytest.fixture
-async def alice(app: Gateway, settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with keyed(app, settings, "alice") as alice:
-        yield alice
 
 
 def mem0(tmp_path: Path, **upstream: Any) -> Settings:

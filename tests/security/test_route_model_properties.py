@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,7 +26,14 @@ from gateway.upstream.flavors import FLAVORS
 from gateway.upstream.flavors import everos_models as everos
 from gateway.upstream.models import BODY, QUERY, RouteModel
 from gateway.upstream.routes import EngineRoute
-from tests.security.support import RecordingEngine, client, gateway_with, keyed, settings_for
+from tests.security.support import (  # noqa: F401 (fixtures, found by name)
+    RecordingEngine,
+    app_fixture,
+    client,
+    engine_fixture,
+    keyed,
+    settings_fixture,
+)
 from tests.security.test_canonical_id_properties import spellings
 
 NOW = 1_760_000_000_000
@@ -57,22 +63,6 @@ def test_every_everos_route_is_modelled_and_has_an_example() -> None:
     assert all(route.model is not None for route in FLAVORS["everos"].routes.routes)
     missing = [route.pattern for route in EVEROS_ROUTES if id(route.model) not in EXAMPLES]
     assert missing == []
-
-
-@pytest.fixture
-def engine() -> RecordingEngine:
-    return RecordingEngine()
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return settings_for(tmp_path)
-
-
-@pytest.fixture
-async def app(settings: Settings, engine: RecordingEngine) -> AsyncIterator[Gateway]:
-    async with gateway_with(settings, engine) as gateway:
-        yield gateway
 
 
 def _filled(value: Any, session: str, agent: str) -> Any:

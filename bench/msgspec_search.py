@@ -1,14 +1,15 @@
 """An experiment: the search page path in pure Python on kept libraries (msgspec, pyahocorasick).
 
 The same interface as gateway/search/page_scan.py (`scan`, `matcher`), so a gateway can run it
-in place of the C page scanner (`python bench/search_alt.py serve`, used by
-bench/search_cost_alt.py). msgspec splits the EverOS envelope into each item's raw bytes and
-decodes only the fields a result needs; one Aho-Corasick automaton per session finds the names
-in each item's lower-cased bytes; a hit counts when it lies inside a string value (quote parity,
-not a key). Items with an escape, non-ASCII bytes, a `base64` or `metadata` key, and engines'
-own shapes (native answers) go to the Python path, as the C scanner's odd pages do. It does not
-check repeated keys (the C scanner does), so its cost is a lower bound for an exact version.
-`python bench/search_alt.py cost` prints each path's cost per page, in process.
+in place of the C page scanner (`python bench/msgspec_search.py serve`, served beside the
+scanner by `bench/search_cost.py --alternative`). msgspec splits the EverOS envelope into each
+item's raw bytes and decodes only the fields a result needs; one Aho-Corasick automaton per
+session finds the names in each item's lower-cased bytes; a hit counts when it lies inside a
+string value (quote parity, not a key). Items with an escape, non-ASCII bytes, a `base64` or
+`metadata` key, and engines' own shapes (native answers) go to the Python path, as the C
+scanner's odd pages do. It does not check repeated keys (the C scanner does), so its cost is a
+lower bound for an exact version.
+`python bench/msgspec_search.py cost` prints each path's cost per page, in process.
 
 Needs `pip install msgspec pyahocorasick` (not dependencies of the gateway).
 """
@@ -321,5 +322,5 @@ if __name__ == "__main__":
         for name, micros in page_cost().items():
             print(f"{name:>20}: {micros:7.0f} µs per page (match={MATCH})")
         raise SystemExit(0)
-    print("usage: python bench/search_alt.py serve|cost   (a gateway on this path | µs per page)")
+    print("usage: python bench/msgspec_search.py serve|cost  (a gateway on this path | µs a page)")
     raise SystemExit(2)
