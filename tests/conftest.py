@@ -60,7 +60,8 @@ hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, prin
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 # The edit loop tries fewer generated examples per property; the whole suite keeps the default.
-hypothesis_settings.register_profile("fast", max_examples=20, deadline=None)
+FAST_EXAMPLES = 20  # examples a property under --fast
+hypothesis_settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
 
 
 @pytest.fixture
@@ -112,6 +113,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not is_slow(item)]
+    for item in items:  # a property's own @settings would outrank the "fast" profile
+        fewer_examples(getattr(item, "obj", None))
+
+
+def fewer_examples(test: object, most: int = FAST_EXAMPLES) -> None:
+    """At most `most` examples for a property test, whatever its own @settings asks (hypothesis
+    reads the settings off the wrapped test when it runs)."""
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is not None and own.max_examples > most:
+        test._hypothesis_internal_use_settings = hypothesis_settings(  # type: ignore[union-attr]
+            own, max_examples=most)
 
 
 @pytest.fixture(autouse=True)

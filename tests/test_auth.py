@@ -110,6 +110,7 @@ def test_accepted_user_ids_are_safe_path_components(candidate: str) -> None:
     assert Path(candidate).name == candidate
 
 
+@pytest.mark.processes
 async def test_a_key_read_again_after_its_cache_time_takes_no_reader_thread(
     settings: Settings, engine: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
