@@ -142,13 +142,17 @@ def serve(settings: Settings) -> int:
     listeners.append((gateway_app, settings.server.host, settings.server.port,
                       "the gateway, server.port or --port"))
     sockets: list[socket.socket] = []
-    try:
-        for _, host, port, what in listeners:
+    refused: list[ListenError] = []
+    for _, host, port, what in listeners:  # every busy port named, not only the first
+        try:
             sockets.append(_listen(host, port, what))
-    except ListenError as exc:
+        except ListenError as exc:
+            refused.append(exc)
+    if refused:
         for sock in sockets:
             sock.close()
-        print(f"error: {exc}", file=sys.stderr)
+        for exc in refused:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
     if len(listeners) > 1:  # said only once its port is ours: a busy port stops before this
         log.warning("upstream.base_url is empty: running the built-in dev engine at %s "

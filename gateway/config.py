@@ -131,7 +131,8 @@ class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
     database: str = _setting(
         "storage/_gateway.db",
-        "SQLite database file, or a postgresql://user:password@host:port/dbname URL",
+        "SQLite database file, or a postgresql://user:password@host:port/dbname URL (left at its "
+        "default, it follows storage.root: <root>/_gateway.db)",
     )
     files: str = _setting(
         "", "where files live: empty = under storage.root; s3://bucket/prefix = an S3-compatible "
@@ -259,7 +260,8 @@ class JwtSettings:
 @dataclass(frozen=True)
 class DevEngineSettings:
     port: int = _setting(8081, "port of the built-in dev engine started by `serve`")
-    database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine")
+    database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine (left at "
+                             "its default, it follows storage.root: <root>/_dev_engine.db)")
 
 
 @dataclass(frozen=True)
@@ -457,7 +459,7 @@ def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings
                 raise ConfigError(f"unknown configuration key {table}.{key}")
             changes[key] = _coerce(info, value, origin)
         updates[attr] = replace(section, **changes)
-    result = _flavor_paths(replace(settings, **updates))
+    result = _under_root(_flavor_paths(replace(settings, **updates)))
     _validate(result)
     return result
 
@@ -485,6 +487,19 @@ def _flavor_paths(settings: Settings) -> Settings:
         if getattr(upstream, key) in defaults and getattr(upstream, key) != own[index]:
             changes[key] = own[index]
     return replace(settings, upstream=replace(upstream, **changes)) if changes else settings
+
+
+def _under_root(settings: Settings) -> Settings:
+    """Database files still at their default follow `storage.root`; explicit ones stay."""
+    root = settings.storage.root
+    if root == StorageSettings.root:
+        return settings
+    storage, dev = settings.storage, settings.dev_engine
+    if storage.database == StorageSettings.database:
+        storage = replace(storage, database=str(Path(root) / "_gateway.db"))
+    if dev.database == DevEngineSettings.database:
+        dev = replace(dev, database=str(Path(root) / "_dev_engine.db"))
+    return replace(settings, storage=storage, dev_engine=dev)
 
 
 def check_dev_engine_flavor(settings: Settings) -> None:

@@ -5,6 +5,7 @@ pipe, and exit codes when `serve` cannot start."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -234,6 +235,24 @@ def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> 
     assert len(errors) == 1 and f"cannot listen on 127.0.0.1:{holder_port}" in errors[0]
     assert "Traceback" not in result.stderr and "CancelledError" not in result.stderr
     assert "running the built-in dev engine" not in result.stderr  # it never ran
+
+
+def test_serve_names_both_busy_ports(tmp_path: Path) -> None:
+    gateway_port, engine_port = free_port(), free_port()
+    holders = []
+    with contextlib.ExitStack() as stack:
+        for port in (gateway_port, engine_port):
+            env = serve_env(tmp_path / f"holder{port}", free_port(), free_port())
+            stack.enter_context(running(["dev-upstream", "--port", str(port), "--database",
+                                         ":memory:"], env, f"http://127.0.0.1:{port}/health"))
+            holders.append(port)
+        result = cli(tmp_path, "serve", env=serve_env(tmp_path, gateway_port, engine_port))
+
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert [f"127.0.0.1:{port}" in line for line, port in zip(errors, [engine_port,
+            gateway_port], strict=True)] == [True, True], result.stderr
+    assert "dev_engine.port" in errors[0] and "server.port" in errors[1]
 
 
 @pytest.mark.parametrize("upstream", ["dev engine", "configured"])
