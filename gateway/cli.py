@@ -151,8 +151,8 @@ def serve(settings: Settings) -> int:
     if refused:
         for sock in sockets:
             sock.close()
-        for exc in refused:
-            print(f"error: {exc}", file=sys.stderr)
+        for refusal in refused:
+            print(f"error: {refusal}", file=sys.stderr)
         return 1
     if len(listeners) > 1:  # said only once its port is ours: a busy port stops before this
         log.warning("upstream.base_url is empty: running the built-in dev engine at %s "
