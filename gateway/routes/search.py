@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway import jsonio
 from gateway.asgi import read_body
-from gateway.errors import UpstreamBadResponse
+from gateway.errors import UpstreamBadResponse, UpstreamRefused
 from gateway.routes.common import ApiDoc
 from gateway.routes.engine_call import checked_json, forward, send_json, send_relayed
 from gateway.search import page_scan
@@ -84,6 +84,8 @@ class SearchEndpoint:
             answer = await forward(scope, svc, caller, path, raw, outgoing)
             status, _, body = answer
             if not 200 <= status < 300:
+                if not native:  # the gateway's own route answers in its own shape (SPEC §4)
+                    raise UpstreamRefused.of(status, answer[2])
                 await send_relayed(send, answer)
                 return
             try:
