@@ -110,6 +110,7 @@ async def _serve_together(servers: list[tuple[Any, socket.socket]]) -> bool:
     """
 
     async def one(server: Any, sock: socket.socket) -> None:
+        logs.SERVER_NAME.set(getattr(server, "gateway_name", None))  # this task's own lines
         try:
             await server.serve(sockets=[sock])
         except SystemExit:  # uvicorn's way of saying its start-up failed
@@ -165,6 +166,9 @@ def serve(settings: Settings) -> int:
                          settings.server if app is gateway_app else None), sock)
         for (app, host, port, _), sock in zip(listeners, sockets, strict=True)
     ]
+    if len(servers) > 1:  # uvicorn's lines say which server they come from
+        for (server, _), name in zip(servers, (logs.DEV_ENGINE, "gateway"), strict=True):
+            server.gateway_name = name
     log.info(
         "memory-gateway listening on http://%s:%d, upstream %s",
         settings.server.host,

@@ -237,6 +237,20 @@ def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> 
     assert "running the built-in dev engine" not in result.stderr  # it never ran
 
 
+def test_serve_says_once_which_uvicorn_lines_are_the_dev_engines(tmp_path: Path) -> None:
+    gateway_port = free_port()
+    log = tmp_path / "serve.log"
+    env = serve_env(tmp_path, gateway_port, free_port())
+    with running(["serve"], env, f"http://127.0.0.1:{gateway_port}/healthz", log=log):
+        pass
+    lines = log.read_text().splitlines()
+    assert sum("Started server process" in line for line in lines) == 1, lines
+    assert sum("Finished server process" in line for line in lines) == 1, lines
+    startup = [line for line in lines if "Application startup complete." in line]
+    assert sorted(line.rsplit(" server=", 1)[1] for line in startup) == ['"dev engine"',
+                                                                         "gateway"]
+
+
 def test_serve_names_both_busy_ports(tmp_path: Path) -> None:
     gateway_port, engine_port = free_port(), free_port()
     holders = []
