@@ -24,6 +24,7 @@ from gateway.config import (
     ServerSettings,
     Settings,
     check_dev_engine_flavor,
+    config_file,
     load_settings,
     render_example,
 )
@@ -300,11 +301,13 @@ def _cli_actor() -> str:
 
 
 def _key_json(key: keys.ApiKey) -> dict[str, Any]:
+    """A key as the admin API shows it (`KeyOut` of gateway/routes/admin.py): camelCase, times
+    in ms since the epoch."""
     return {
-        "id": key.id, "user_id": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
+        "id": key.id, "userId": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
         "name": key.name, "users": key.users_glob, "state": key.state,
-        "created_at": _iso(key.created_at_ms), "expires_at": _iso(key.expires_at_ms),
-        "last_used_at": _iso(key.last_used_at_ms), "revoked_at": _iso(key.revoked_at_ms),
+        "expiresAt": key.expires_at_ms, "createdAtMs": key.created_at_ms,
+        "lastUsedAtMs": key.last_used_at_ms, "revokedAtMs": key.revoked_at_ms,
     }
 
 
@@ -493,6 +496,7 @@ def _main(argv: list[str] | None) -> int:
         from gateway.ops.doctor import run as doctor
 
         return doctor(args.config)
+    args.config, _ = config_file(args.config)
     try:
         settings = load_settings(args.config)
         if args.verb == "serve":

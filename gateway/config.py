@@ -636,6 +636,25 @@ def _validate_files(settings: Settings) -> None:
 FILE_ACCESS = ("auto", "path", "url")
 
 
+CONFIG_ENV = f"{ENV_PREFIX}CONFIG"  # names the configuration file when --config does not
+LOCAL_CONFIG = "config.toml"  # read from the current folder when neither names one
+
+
+def config_file(given: str | None, environ: Mapping[str, str] | None = None,
+                folder: Path | None = None) -> tuple[str | None, str]:
+    """The configuration file a command reads, and why: `--config FILE`, else
+    `MEMORY_GATEWAY_CONFIG`, else `./config.toml` when there is one; else none (defaults)."""
+    environ = os.environ if environ is None else environ
+    if given:
+        return given, "--config"
+    if environ.get(CONFIG_ENV):
+        return environ[CONFIG_ENV], CONFIG_ENV
+    local = (folder or Path.cwd()) / LOCAL_CONFIG
+    if local.is_file():
+        return str(local), f"{LOCAL_CONFIG} in the current folder"
+    return None, "none found"
+
+
 def load_settings(
     path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -654,7 +673,7 @@ def load_settings(
     env_data: dict[str, Any] = {}
     known_env = {info.env_var: info for info in SETTINGS}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
             continue
         info = known_env.get(name)
         if info is None:

@@ -137,11 +137,15 @@ def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: 
     assert set(rows) == {"alice", "bob"}
     assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 1
     assert " active " in rows["bob"] and " user " in rows["bob"] and " read,write " in rows["bob"]
-    by_user = {key["user_id"]: key for key in as_json}
+    by_user = {key["userId"]: key for key in as_json}
     assert by_user["alice"]["id"] == alice_id and by_user["alice"]["state"] == "revoked"
-    assert by_user["bob"]["revoked_at"] is None
-    created = datetime.fromisoformat(by_user["bob"]["created_at"])
+    assert by_user["bob"]["revokedAtMs"] is None
+    created = datetime.fromtimestamp(by_user["bob"]["createdAtMs"] / 1000, UTC)
     assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
+    # the admin API's shape, field for field (KeyOut, camelCase)
+    from gateway.routes.admin import KeyOut
+    assert set(by_user["bob"]) == {field.alias or name
+                                   for name, field in KeyOut.model_fields.items()}
 
 
 def test_output_cut_by_a_closed_pipe_ends_without_a_traceback(
@@ -306,7 +310,7 @@ def test_keys_create_json_and_every_kind(tmp_path: Path, config: Path) -> None:
     assert service["kind"] == "service" and service["users"] == "tenant-a.*"
     assert service["scopes"] == ["read"] and service["name"] == "backend"
     assert service["token"].startswith(f"mgw_{service['id']}_")
-    expires = datetime.fromisoformat(service["expires_at"])
+    expires = datetime.fromtimestamp(service["expiresAt"] / 1000, UTC)
     assert 23 * 3600 < (expires - datetime.now(UTC)).total_seconds() <= 24 * 3600
     assert admin["kind"] == "admin" and admin["scopes"] == ["read", "write"]
     shown = json.loads(cli(tmp_path, "keys", "show", service["id"], "--config",
