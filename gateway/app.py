@@ -328,7 +328,8 @@ class Gateway:
                 raise RouteNotFound("no such endpoint")
             return
         if principal.kind == "admin":  # admin keys reach nothing but /admin/ (SPEC §17)
-            raise RouteNotFound("no such endpoint")
+            raise RouteNotFound("an admin key reaches only the admin API (/admin/...); "
+                                "this route takes a user key, a service key or a JWT")
         principal = acting.with_header(principal, header(scope, acting.ACTING_HEADER_KEY))
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
