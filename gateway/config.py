@@ -265,6 +265,20 @@ class DevEngineSettings:
 
 
 @dataclass(frozen=True)
+class TracingSettings:
+    enabled: bool = _setting(False, "trace requests with OpenTelemetry (the [tracing] extra): "
+                             "spans for auth, the route model, owner checks, the engine call "
+                             "and matching; the client's traceparent continued to the engine")
+    otlp_endpoint: str = _setting("", "OTLP/HTTP traces endpoint, e.g. "
+                                  "http://127.0.0.1:4318/v1/traces; empty = the exporter's "
+                                  "default (OTEL_EXPORTER_OTLP_* variables, else localhost)")
+    service_name: str = _setting("memory-gateway", "service.name of the spans")
+    sample_ratio: float = _setting(1.0, "share of traces recorded when the client sent no "
+                                   "sampled traceparent (a sampled one is always followed); "
+                                   "unrecorded requests still send the engine a traceparent")
+
+
+@dataclass(frozen=True)
 class LlmSettings:
     base_url: str = _setting("", "OpenAI-compatible API base URL; empty = no model is ever called")
     api_key: str = _setting("", "API key sent as a bearer token to the model endpoint")
@@ -321,6 +335,7 @@ class Settings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     auth_jwt: JwtSettings = field(default_factory=JwtSettings, metadata={"section": "auth.jwt"})
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from gateway import jsonio
+from gateway import jsonio, tracing
 from gateway.asgi import read_body
 from gateway.errors import UpstreamBadResponse, UpstreamRefused
 from gateway.routes.common import ApiDoc
@@ -89,7 +89,8 @@ class SearchEndpoint:
                 await send_relayed(send, answer)
                 return
             try:
-                out, matched = await _answer(svc, caller, dialect, native, body, status)
+                with tracing.span("matching"):
+                    out, matched = await _answer(svc, caller, dialect, native, body, status)
             except (UnicodeEncodeError, TypeError) as exc:  # a lone surrogate cannot be encoded
                 raise UpstreamBadResponse(
                     f"upstream search answer cannot be re-encoded: {exc}") from None
