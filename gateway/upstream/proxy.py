@@ -27,6 +27,7 @@ from gateway.identity.ownership import OwnershipRules
 from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.limits.concurrency import EngineSlots
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
+from gateway.upstream.closed_routes import closed_route_message
 from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import json_bytes
 from gateway.upstream.routes import EngineRoute, RouteTable, named_in_json
@@ -103,7 +104,8 @@ class Proxy:
         target: Target = scope[TARGET_KEY]
         found = self.table.find(scope["method"], target.segments)
         if found is None:
-            raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
+            raise RouteNotFound(closed_route_message(self.settings.upstream.flavor,
+                                                     scope["method"], target.path))
         route, params = found
         acting.require_scope(scope[PRINCIPAL_KEY], route.read_only)
         if self.admit is not None and (waiting := self.admit(scope, route)) is not None:
