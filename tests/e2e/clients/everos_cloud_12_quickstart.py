@@ -6,9 +6,9 @@ Environment: GATEWAY_URL, USER_KEY (a key of `user-1`). Exit 0 when every expect
 
 import os
 
-MEMORY_ID = "0123456789abcdef01234567"  # the Cloud's ids are 24 characters
-
 from everos_cloud import EverOS
+
+MEMORY_ID = "0123456789abcdef01234567"  # the Cloud's ids are 24 characters
 
 # The quickstart, as its README has it, with the gateway's URL and key.
 with EverOS(api_key=os.environ["USER_KEY"], host=os.environ["GATEWAY_URL"]) as client:
