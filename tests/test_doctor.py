@@ -224,7 +224,8 @@ def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     # `--force` reinstalls although the stamp says nothing changed; without it nothing runs.
     copy = tmp_path / "checkout"
     (copy / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "setup-venv", copy / "scripts")
+    for script in ("setup-venv", "progress"):  # pip's lines go through scripts/progress
+        shutil.copy(ROOT / "scripts" / script, copy / "scripts")
     for name in ("pyproject.toml", "setup.py"):
         shutil.copy(ROOT / name, copy / name)
     calls = copy / "calls"
@@ -240,8 +241,8 @@ def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     subprocess.run([copy / "scripts" / "setup-venv"], check=True, timeout=60)
     assert not calls.exists()
     subprocess.run([copy / "scripts" / "setup-venv", "--force"], check=True, timeout=60)
-    assert calls.read_text().split() == ["-m", "pip", "install", "--quiet",
-                                         "--disable-pip-version-check", "-e", "."]
+    assert calls.read_text().split() == ["-m", "pip", "install", "--disable-pip-version-check",
+                                         "--progress-bar", "off", "-e", "."]
 
 
 def test_postgresql_reachability_and_migrations_are_checked(
@@ -304,7 +305,7 @@ def test_doctor_says_which_configuration_file_it_read(tmp_path: Path, named_by: 
     lines = done.stdout.splitlines()
     origin = {"--config": "--config", "MEMORY_GATEWAY_CONFIG": "MEMORY_GATEWAY_CONFIG",
               "current folder": "config.toml in the current folder"}[named_by]
-    assert line(lines, "configuration file").endswith(f"{config} ({origin})"), lines
+    assert line(lines, "config file").endswith(f"{config} ({origin})"), lines
     assert str(tmp_path / "storage" / "_gateway.db") in done.stdout  # its values were read
 
 
@@ -315,4 +316,4 @@ def test_doctor_without_a_configuration_file_says_how_to_name_one(tmp_path: Path
     done = subprocess.run([sys.executable, "-m", "gateway", "doctor"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert "MEMORY_GATEWAY_CONFIG or ./config.toml" in line(done.stdout.splitlines(),
-                                                           "configuration file")
+                                                           "config file")

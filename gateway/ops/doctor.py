@@ -454,7 +454,7 @@ def run(config: str | None, out: IO[str] | None = None,
         print(check.lines(), file=out, flush=True)
 
     config, origin = config_file(config, environ)
-    report(Check(OK, "configuration file", f"{config} ({origin})" if config else
+    report(Check(OK, "config file", f"{config} ({origin})" if config else
                  "none: --config FILE, MEMORY_GATEWAY_CONFIG or ./config.toml names one; "
                  "defaults and environment variables only"))
     try:

@@ -84,6 +84,7 @@ def run_walkthrough(tmp_path: Path, script: str, port: int, upstream: str = "") 
         "MEMORY_GATEWAY_DEV_ENGINE_PORT": str(free_port()),
         "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
         "TMPDIR": str(scratch),
+        "PYTHONPATH": str(ROOT),  # the checkout's code, whatever the venv's install points at
     })
     if upstream:
         env["MEMORY_GATEWAY_UPSTREAM_BASE_URL"] = upstream
