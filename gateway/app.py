@@ -14,13 +14,14 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import tracing
 from gateway.attachments import recovery
 from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
@@ -77,6 +78,9 @@ from gateway.upstream.target import parse_target
 from gateway.userdata.erasure import Eraser
 from gateway.userdata.refusal import ErasedUsers
 
+if TYPE_CHECKING:
+    from gateway.tracing import Tracing
+
 log = logging.getLogger("gateway")
 access_log = AccessLog()
 ROUTE_KEY = "gateway.route"  # scope key: the path template of the owned route that ran
@@ -93,6 +97,7 @@ class Gateway:
     ) -> None:
         check_erased_users(settings)
         self.settings = settings
+        self.tracing: Tracing | None = None  # create_app sets it when tracing.enabled
         db = database_for(settings.storage.database)
         files = create_file_store(settings.storage)
         jobs: JobService = (
@@ -202,6 +207,8 @@ class Gateway:
         except Exception:
             log.exception("could not write the keys' last-used times")
         await self.services.drain()
+        if self.tracing is not None:
+            self.tracing.shutdown()
         if self.services.llm is not None:
             await self.services.llm.aclose()
         await self.services.upstream.aclose()
@@ -271,7 +278,11 @@ class Gateway:
         upstream_token = UPSTREAM_STATUS.set(None)
         seconds_token = UPSTREAM_SECONDS.set(0.0)
         try:
-            await self._dispatch(scope, receive, send_with_id, request_id)
+            if self.tracing is None:
+                await self._dispatch(scope, receive, send_with_id, request_id)
+            else:
+                with self.tracing.request(scope):
+                    await self._dispatch(scope, receive, send_with_id, request_id)
         except ClientDisconnected:
             if scope.get(BODY_TIMED_OUT):  # the server answered 408 (serving/connections.py)
                 status = RequestTimeout.status
@@ -337,10 +348,11 @@ class Gateway:
             return
         principal = scope.get(PREAUTHENTICATED)  # an in-process call (gateway/serving/inprocess.py)
         if principal is None:
-            principal = await self.services.authenticator.principal_for(
-                (header(scope, b"authorization") or b"").decode("latin-1"),
-                (header(scope, b"x-api-key") or b"").decode("latin-1"),
-            )
+            with tracing.span("auth"):
+                principal = await self.services.authenticator.principal_for(
+                    (header(scope, b"authorization") or b"").decode("latin-1"),
+                    (header(scope, b"x-api-key") or b"").decode("latin-1"),
+                )
         if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
             scope[PRINCIPAL_KEY] = principal
             scope["user_id"] = principal.user_id
@@ -349,7 +361,8 @@ class Gateway:
                 raise RouteNotFound("no such endpoint")
             return
         if principal.kind == "admin":  # admin keys reach nothing but /admin/ (SPEC §17)
-            raise RouteNotFound("no such endpoint")
+            raise RouteNotFound("an admin key reaches only the admin API (/admin/...); "
+                                "this route takes a user key, a service key or a JWT")
         principal = acting.with_header(principal, header(scope, acting.ACTING_HEADER_KEY))
         scope[PRINCIPAL_KEY] = principal
         user = scope["user_id"] = principal.user_id
@@ -458,7 +471,13 @@ def create_app(
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     llm_transport: httpx.AsyncBaseTransport | None = None,
     jobs_transport: httpx.AsyncBaseTransport | None = None,
+    span_exporter: Any = None,
 ) -> Gateway:
     """The gateway app; tests inject fake upstream, model and job-service transports (respx,
-    MockTransport)."""
-    return Gateway(settings, upstream_transport, llm_transport, jobs_transport)
+    MockTransport) and, with tracing on, a span exporter (the SDK's InMemorySpanExporter)."""
+    app = Gateway(settings, upstream_transport, llm_transport, jobs_transport)
+    if settings.tracing.enabled:
+        from gateway.tracing import Tracing
+
+        app.tracing = Tracing(settings.tracing, span_exporter)
+    return app

@@ -25,6 +25,7 @@ from gateway.config import (
     ServerSettings,
     Settings,
     check_dev_engine_flavor,
+    config_file,
     load_settings,
     render_example,
 )
@@ -142,6 +143,7 @@ async def _serve_together(servers: list[tuple[Any, socket.socket]]) -> bool:
     """
 
     async def one(server: Any, sock: socket.socket) -> None:
+        logs.SERVER_NAME.set(getattr(server, "gateway_name", None))  # this task's own lines
         try:
             await server.serve(sockets=[sock])
         except SystemExit:  # uvicorn's way of saying its start-up failed
@@ -174,13 +176,17 @@ def serve(settings: Settings) -> int:
     listeners.append((gateway_app, settings.server.host, settings.server.port,
                       "the gateway, server.port or --port"))
     sockets: list[socket.socket] = []
-    try:
-        for _, host, port, what in listeners:
+    refused: list[ListenError] = []
+    for _, host, port, what in listeners:  # every busy port named, not only the first
+        try:
             sockets.append(_listen(host, port, what))
-    except ListenError as exc:
+        except ListenError as exc:
+            refused.append(exc)
+    if refused:
         for sock in sockets:
             sock.close()
-        print(f"error: {exc}", file=sys.stderr)
+        for refusal in refused:
+            print(f"error: {refusal}", file=sys.stderr)
         return 1
     if len(listeners) > 1:  # said only once its port is ours: a busy port stops before this
         log.warning("upstream.base_url is empty: running the built-in dev engine at %s "
@@ -193,6 +199,9 @@ def serve(settings: Settings) -> int:
                          settings.server if app is gateway_app else None), sock)
         for (app, host, port, _), sock in zip(listeners, sockets, strict=True)
     ]
+    if len(servers) > 1:  # uvicorn's lines say which server they come from
+        for (server, _), name in zip(servers, (logs.DEV_ENGINE, "gateway"), strict=True):
+            server.gateway_name = name
     log.info(
         "memory-gateway listening on http://%s:%d, upstream %s",
         settings.server.host,
@@ -331,12 +340,13 @@ def _acts_for(key: keys.ApiKey) -> str:
 
 
 def _key_json(key: keys.ApiKey) -> dict[str, Any]:
+    """A key as the admin API shows it (`KeyOut` of gateway/routes/admin.py): camelCase, times
+    in ms since the epoch."""
     return {
-        "id": key.id, "user_id": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
-        "name": key.name, "users": key.users_glob, "acts_for": _acts_for(key),
-        "state": key.state,
-        "created_at": _iso(key.created_at_ms), "expires_at": _iso(key.expires_at_ms),
-        "last_used_at": _iso(key.last_used_at_ms), "revoked_at": _iso(key.revoked_at_ms),
+        "id": key.id, "userId": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
+        "name": key.name, "users": key.users_glob, "actsFor": _acts_for(key),
+        "state": key.state, "expiresAt": key.expires_at_ms, "createdAtMs": key.created_at_ms,
+        "lastUsedAtMs": key.last_used_at_ms, "revokedAtMs": key.revoked_at_ms,
     }
 
 
@@ -533,6 +543,7 @@ def _main(argv: list[str] | None) -> int:
         from gateway.ops.doctor import run as doctor
 
         return doctor(args.config)
+    args.config, _ = config_file(args.config)
     try:
         settings = load_settings(args.config)
         check_erased_users(settings)

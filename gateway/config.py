@@ -138,7 +138,8 @@ class StorageSettings:
     root: str = _setting("storage", "root folder of stored files")
     database: str = _setting(
         "storage/_gateway.db",
-        "SQLite database file, or a postgresql://user:password@host:port/dbname URL",
+        "SQLite database file, or a postgresql://user:password@host:port/dbname URL (left at its "
+        "default, it follows storage.root: <root>/_gateway.db)",
     )
     files: str = _setting(
         "", "where files live: empty = under storage.root; s3://bucket/prefix = an S3-compatible "
@@ -266,7 +267,22 @@ class JwtSettings:
 @dataclass(frozen=True)
 class DevEngineSettings:
     port: int = _setting(8081, "port of the built-in dev engine started by `serve`")
-    database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine")
+    database: str = _setting("storage/_dev_engine.db", "SQLite file of the dev engine (left at "
+                             "its default, it follows storage.root: <root>/_dev_engine.db)")
+
+
+@dataclass(frozen=True)
+class TracingSettings:
+    enabled: bool = _setting(False, "trace requests with OpenTelemetry (the [tracing] extra): "
+                             "spans for auth, the route model, owner checks, the engine call "
+                             "and matching; the client's traceparent continued to the engine")
+    otlp_endpoint: str = _setting("", "OTLP/HTTP traces endpoint, e.g. "
+                                  "http://127.0.0.1:4318/v1/traces; empty = the exporter's "
+                                  "default (OTEL_EXPORTER_OTLP_* variables, else localhost)")
+    service_name: str = _setting("memory-gateway", "service.name of the spans")
+    sample_ratio: float = _setting(1.0, "share of traces recorded when the client sent no "
+                                   "sampled traceparent (a sampled one is always followed); "
+                                   "unrecorded requests still send the engine a traceparent")
 
 
 @dataclass(frozen=True)
@@ -350,6 +366,7 @@ class Settings:
     auth: AuthSettings = field(default_factory=AuthSettings)
     auth_jwt: JwtSettings = field(default_factory=JwtSettings, metadata={"section": "auth.jwt"})
     dev_engine: DevEngineSettings = field(default_factory=DevEngineSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
     llm: LlmSettings = field(default_factory=LlmSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
@@ -490,7 +507,7 @@ def _apply(settings: Settings, data: Mapping[str, Any], origin: str) -> Settings
                 raise ConfigError(f"unknown configuration key {table}.{key}")
             changes[key] = _coerce(info, value, origin)
         updates[attr] = replace(section, **changes)
-    result = _flavor_paths(replace(settings, **updates))
+    result = _under_root(_flavor_paths(replace(settings, **updates)))
     _validate(result)
     return result
 
@@ -518,6 +535,19 @@ def _flavor_paths(settings: Settings) -> Settings:
         if getattr(upstream, key) in defaults and getattr(upstream, key) != own[index]:
             changes[key] = own[index]
     return replace(settings, upstream=replace(upstream, **changes)) if changes else settings
+
+
+def _under_root(settings: Settings) -> Settings:
+    """Database files still at their default follow `storage.root`; explicit ones stay."""
+    root = settings.storage.root
+    if root == StorageSettings.root:
+        return settings
+    storage, dev = settings.storage, settings.dev_engine
+    if storage.database == StorageSettings.database:
+        storage = replace(storage, database=str(Path(root) / "_gateway.db"))
+    if dev.database == DevEngineSettings.database:
+        dev = replace(dev, database=str(Path(root) / "_dev_engine.db"))
+    return replace(settings, storage=storage, dev_engine=dev)
 
 
 def check_dev_engine_flavor(settings: Settings) -> None:
@@ -664,6 +694,25 @@ def _validate_files(settings: Settings) -> None:
 FILE_ACCESS = ("auto", "path", "url")
 
 
+CONFIG_ENV = f"{ENV_PREFIX}CONFIG"  # names the configuration file when --config does not
+LOCAL_CONFIG = "config.toml"  # read from the current folder when neither names one
+
+
+def config_file(given: str | None, environ: Mapping[str, str] | None = None,
+                folder: Path | None = None) -> tuple[str | None, str]:
+    """The configuration file a command reads, and why: `--config FILE`, else
+    `MEMORY_GATEWAY_CONFIG`, else `./config.toml` when there is one; else none (defaults)."""
+    environ = os.environ if environ is None else environ
+    if given:
+        return given, "--config"
+    if environ.get(CONFIG_ENV):
+        return environ[CONFIG_ENV], CONFIG_ENV
+    local = (folder or Path.cwd()) / LOCAL_CONFIG
+    if local.is_file():
+        return str(local), f"{LOCAL_CONFIG} in the current folder"
+    return None, "none found"
+
+
 def load_settings(
     path: str | Path | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -682,7 +731,7 @@ def load_settings(
     env_data: dict[str, Any] = {}
     known_env = {info.env_var: info for info in SETTINGS}
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX):
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
             continue
         info = known_env.get(name)
         if info is None:

@@ -25,6 +25,7 @@
     ├── UpstreamUnavailable (502 upstream_unavailable)
     ├── UpstreamBadResponse (502 upstream_bad_response)
     ├── UpstreamAnswerTooLarge (502 upstream_answer_too_large)
+    ├── UpstreamRefused (the engine's status, upstream_error, with upstream_status)
     ├── JobServiceUnavailable (502 job_service_unavailable)
     │   └── JobServiceBadResponse (502 job_service_bad_response)
     ├── UpstreamPoolExhausted (503 upstream_pool_exhausted)
@@ -38,7 +39,8 @@
 Every error renders as
 `{"error": {"code", "message", "status", "request_id"}}` (plus `field` when one input is at fault);
 a class with `retry_after_s` also sends `Retry-After`.
-Upstream error *responses* are not errors of ours: they pass through unchanged.
+Upstream error *responses* pass through unchanged on the engine's own paths; on the gateway's
+own routes they are an `UpstreamRefused` (SPEC §4).
 """
 
 from __future__ import annotations
@@ -143,6 +145,11 @@ class ValidationFailed(GatewayError):
     status, code, default_message = 422, "validation_error", "invalid input"
 
 
+def body_not_json(exc: ValueError) -> ValidationFailed:
+    """The one answer to a malformed JSON body, on every route (the parser's position kept)."""
+    return ValidationFailed(f"request body is not valid JSON: {exc}", field="body")
+
+
 class UriNotAllowed(ValidationFailed):
     code = "uri_not_allowed"
     default_message = "this URI names files that are not yours, or a host that is not public"
@@ -169,6 +176,50 @@ class UpstreamBadResponse(GatewayError):
 class UpstreamAnswerTooLarge(GatewayError):
     status, code = 502, "upstream_answer_too_large"
     default_message = "the engine's answer is larger than limits.max_upstream_answer_bytes"
+
+
+class UpstreamRefused(GatewayError):
+    """An engine's error answer on one of the gateway's own routes (SPEC §4): the engine's
+    status and message, in the gateway's shape, with `upstream_status`."""
+
+    status, code, default_message = 502, "upstream_error", "the engine refused the request"
+
+    def __init__(self, message: str | None = None, *, upstream_status: int = 502,
+                 field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, field=field, code=code)
+        self.upstream_status = upstream_status
+        # the answer's status is the engine's: an instance value over the class default
+        object.__setattr__(self, "status", upstream_status if 400 <= upstream_status < 600
+                           else 502)
+
+    @classmethod
+    def of(cls, status: int, body: bytes) -> UpstreamRefused:
+        return cls(engine_message(body) or f"the engine answered {status}",
+                   upstream_status=status)
+
+
+MAX_ENGINE_MESSAGE = 1000  # characters of an engine's message kept
+
+
+def engine_message(body: bytes) -> str:
+    """The human message of an engine's error body, whichever engine's shape it has: EverOS
+    `{"error": {"message"}}`, the Cloud's `{"error": "..."}`, FastAPI's and Starlette's
+    `{"detail": ...}`, MemOS's `{"message"}`; else the body's text."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", errors="replace").strip()[:MAX_ENGINE_MESSAGE]
+    found: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        found = error.get("message") if isinstance(error, dict) else error
+        if not isinstance(found, str):
+            found = data.get("detail", data.get("message"))
+        if isinstance(found, list) and found and isinstance(found[0], dict):  # FastAPI's 422
+            found = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}"
+                              for e in found if isinstance(e, dict))
+    text = found if isinstance(found, str) else json.dumps(data, ensure_ascii=False)
+    return text[:MAX_ENGINE_MESSAGE]
 
 
 class JobServiceUnavailable(GatewayError):
@@ -236,6 +287,7 @@ ALL_ERRORS: tuple[type[GatewayError], ...] = (
     UpstreamUnavailable,
     UpstreamBadResponse,
     UpstreamAnswerTooLarge,
+    UpstreamRefused,
     JobServiceUnavailable,
     JobServiceBadResponse,
     UpstreamPoolExhausted,
@@ -257,6 +309,8 @@ def error_body(exc: GatewayError, request_id: str) -> dict[str, Any]:
     }
     if exc.field is not None:
         error["field"] = exc.field
+    if isinstance(exc, UpstreamRefused):
+        error["upstream_status"] = exc.upstream_status
     return {"error": error}
 
 

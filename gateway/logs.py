@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextvars import ContextVar
 from typing import IO, Any
 
 import orjson
@@ -157,6 +158,27 @@ class BackgroundStreamHandler(logging.Handler):
         super().close()
 
 
+class TextFormatter(logging.Formatter):
+    """`log_format = "text"`: the line of TEXT_FORMAT, then the record's extras as `key=value`
+    (an access line's request id, user, duration and upstream status; a dict as compact JSON)."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = [f"{key}={_text_value(value)}" for key, value in record.__dict__.items()
+                  if key not in _STANDARD and not key.startswith("_") and value is not None]
+        return f"{line} {' '.join(extras)}" if extras else line
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value and not any(c.isspace() or c in '"=' for c in value) \
+            else json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 class AccessLog:
     """The one line per request. When `configure` installed the JSON handler, the line is built
     and queued directly (about a third of the cost of a logging call, which matters at ~10,000
@@ -184,14 +206,39 @@ class AccessLog:
 
 
 _direct_json_handler: BackgroundStreamHandler | None = None
+# Which of the process's servers a uvicorn line comes from: `serve` runs the gateway and the dev
+# engine side by side in one process, each in its own task (gateway/cli.py).
+SERVER_NAME: ContextVar[str | None] = ContextVar("server_name", default=None)
+DEV_ENGINE = "dev engine"
+_ONCE_A_PROCESS = ("Started server process", "Finished server process")
+
+
+class ServerNameFilter(logging.Filter):
+    """Tags uvicorn's lines with the server they come from (`server=dev engine`) and drops the
+    dev engine's copy of the lines about the process both share."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = SERVER_NAME.get()
+        if name is None:
+            return True
+        if name == DEV_ENGINE and str(record.msg).startswith(_ONCE_A_PROCESS):
+            return False
+        record.server = name
+        return True
+
+
+_server_name_filter = ServerNameFilter()
 
 
 def configure(level: str, fmt: str = "json", stream: IO[str] | None = None) -> None:
     """Send every log line to `stream` (stderr) as JSON or text, at `level` and above."""
     global _direct_json_handler
     handler = BackgroundStreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     _direct_json_handler = handler if fmt == "json" else None
+    uvicorn_lines = logging.getLogger("uvicorn.error")
+    if _server_name_filter not in uvicorn_lines.filters:
+        uvicorn_lines.addFilter(_server_name_filter)
     root = logging.getLogger()
     for old in root.handlers[:]:
         root.removeHandler(old)

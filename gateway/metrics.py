@@ -12,7 +12,14 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -173,6 +180,11 @@ class Metrics:
         )
         for kind in UPSTREAM_ERROR_KINDS.values():
             self.upstream_errors.labels(kind)  # present at 0, so alerts can use rate()
+        # prometheus-client's default collectors: process_* (CPU, memory, open files, start
+        # time), python_gc_* and python_info, as every Prometheus client exposes them
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.request(route, method if method in METHODS else "OTHER", status, seconds)

@@ -152,3 +152,12 @@ async def test_a_read_only_admin_key_reads_the_admin_api_and_changes_nothing(
     assert (await ops.get(f"/admin/keys/{victim['id']}")).json()["state"] == "active"
     listed = (await ops.get("/admin/keys")).json()["items"]
     assert "mallory" not in {key["userId"] for key in listed}
+
+
+async def test_an_admin_key_outside_admin_is_a_404_that_says_why(ops: httpx.AsyncClient) -> None:
+    """SPEC §17 keeps the 404; its message says what the key reaches and what the route takes."""
+    for path in ("/agents", "/memories/search", "/api/v2/memory/search"):
+        response = await ops.get(path)
+        assert response.status_code == 404
+        message = response.json()["error"]["message"]
+        assert "admin key reaches only the admin API" in message and "user key" in message

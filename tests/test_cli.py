@@ -5,6 +5,7 @@ pipe, and exit codes when `serve` cannot start."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -141,11 +142,15 @@ def test_keys_list_has_a_header_readable_times_and_json(tmp_path: Path, config: 
     assert set(rows) == {"alice", "bob"}
     assert " revoked " in rows["alice"] and len(TIME.findall(rows["alice"])) == 1
     assert " active " in rows["bob"] and " user " in rows["bob"] and " read,write " in rows["bob"]
-    by_user = {key["user_id"]: key for key in as_json}
+    by_user = {key["userId"]: key for key in as_json}
     assert by_user["alice"]["id"] == alice_id and by_user["alice"]["state"] == "revoked"
-    assert by_user["bob"]["revoked_at"] is None
-    created = datetime.fromisoformat(by_user["bob"]["created_at"])
+    assert by_user["bob"]["revokedAtMs"] is None
+    created = datetime.fromtimestamp(by_user["bob"]["createdAtMs"] / 1000, UTC)
     assert abs((datetime.now(UTC) - created).total_seconds()) < 3600
+    # the admin API's shape, field for field (KeyOut, camelCase)
+    from gateway.routes.admin import KeyOut
+    assert set(by_user["bob"]) == {field.alias or name
+                                   for name, field in KeyOut.model_fields.items()}
 
 
 @pytest.mark.processes
@@ -246,6 +251,40 @@ def test_serve_on_a_busy_port_says_so_in_one_line(tmp_path: Path, busy: str) -> 
 
 
 @pytest.mark.processes
+def test_serve_says_once_which_uvicorn_lines_are_the_dev_engines(tmp_path: Path) -> None:
+    gateway_port = free_port()
+    log = tmp_path / "serve.log"
+    env = serve_env(tmp_path, gateway_port, free_port())
+    with running(["serve"], env, f"http://127.0.0.1:{gateway_port}/healthz", log=log):
+        pass
+    lines = log.read_text().splitlines()
+    assert sum("Started server process" in line for line in lines) == 1, lines
+    assert sum("Finished server process" in line for line in lines) == 1, lines
+    startup = [line for line in lines if "Application startup complete." in line]
+    assert sorted(line.rsplit(" server=", 1)[1] for line in startup) == ['"dev engine"',
+                                                                         "gateway"]
+
+
+@pytest.mark.processes
+def test_serve_names_both_busy_ports(tmp_path: Path) -> None:
+    gateway_port, engine_port = free_port(), free_port()
+    holders = []
+    with contextlib.ExitStack() as stack:
+        for port in (gateway_port, engine_port):
+            env = serve_env(tmp_path / f"holder{port}", free_port(), free_port())
+            stack.enter_context(running(["dev-upstream", "--port", str(port), "--database",
+                                         ":memory:"], env, f"http://127.0.0.1:{port}/health"))
+            holders.append(port)
+        result = cli(tmp_path, "serve", env=serve_env(tmp_path, gateway_port, engine_port))
+
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert [f"127.0.0.1:{port}" in line for line, port in zip(errors, [engine_port,
+            gateway_port], strict=True)] == [True, True], result.stderr
+    assert "dev_engine.port" in errors[0] and "server.port" in errors[1]
+
+
+@pytest.mark.processes
 @pytest.mark.parametrize("upstream", ["dev engine", "configured"])
 def test_serve_exits_non_zero_when_start_up_fails_after_opening_the_database(
     tmp_path: Path, upstream: str
@@ -285,7 +324,7 @@ def test_keys_create_json_and_every_kind(tmp_path: Path, config: Path) -> None:
     assert service["kind"] == "service" and service["users"] == "tenant-a.*"
     assert service["scopes"] == ["read"] and service["name"] == "backend"
     assert service["token"].startswith(f"mgw_{service['id']}_")
-    expires = datetime.fromisoformat(service["expires_at"])
+    expires = datetime.fromtimestamp(service["expiresAt"] / 1000, UTC)
     assert 23 * 3600 < (expires - datetime.now(UTC)).total_seconds() <= 24 * 3600
     assert admin["kind"] == "admin" and admin["scopes"] == ["read", "write"]
     shown = json.loads(cli(tmp_path, "keys", "show", service["id"], "--config",

@@ -59,6 +59,16 @@ def test_spec_keys_and_defaults() -> None:
     assert s.limits.max_inline_file_bytes == 25 * 1024 * 1024
 
 
+def test_database_files_at_their_default_follow_storage_root() -> None:
+    moved = load_settings(None, environ={"MEMORY_GATEWAY_STORAGE_ROOT": "/srv/mg"})
+    assert moved.storage.database == "/srv/mg/_gateway.db"
+    assert moved.dev_engine.database == "/srv/mg/_dev_engine.db"
+    kept = load_settings(None, environ={"MEMORY_GATEWAY_STORAGE_ROOT": "/srv/mg",
+                                        "MEMORY_GATEWAY_STORAGE_DATABASE": "/db/gw.db",
+                                        "MEMORY_GATEWAY_DEV_ENGINE_DATABASE": ":memory:"})
+    assert (kept.storage.database, kept.dev_engine.database) == ("/db/gw.db", ":memory:")
+
+
 def test_file_values_then_environment_override(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[server]\nport = 9000\n[upstream]\nbase_url = "http://a:1"\n'

@@ -850,3 +850,29 @@ async def test_store_opens_lazily_without_lifespan(anyio_backend: str) -> None:
     app.state.store.close()
 
     assert data["unprocessed_messages"][0]["content"] == "no lifespan ran"
+
+
+async def test_objects_signed_and_uploaded_as_on_the_cloud_may_be_named_in_adds(
+        dev: httpx.AsyncClient) -> None:
+    """`upstream.flavor = "everos-cloud"` on the dev engine: the Cloud's sign route, its POST
+    form target, then an add naming the object key (read as the Cloud's model would)."""
+    signed = await dev.post("/api/v2/object/sign", json={"objectList": [
+        {"fileId": "f1", "fileName": "harbour.png", "fileType": "image"}]})
+    assert signed.status_code == 200 and signed.json()["status"] == 0
+    [item] = signed.json()["result"]["data"]["objectList"]
+    key, info = item["objectKey"], item["objectSignedInfo"]
+    assert key.endswith("/harbour.png") and item["fileId"] == "f1"
+    named = {"session_id": "s", "messages": [message([{"type": "image", "uri": key}])]}
+    assert (await dev.post(ADD, json=named)).status_code == 415  # not uploaded yet
+
+    uploaded = await dev.post(info["url"], data=info["fields"],
+                              files={"file": ("harbour.png", PNG, "image/png")})
+    assert uploaded.status_code == 204
+    again = await dev.post(info["url"], data=info["fields"],
+                           files={"file": ("harbour.png", PNG, "image/png")})
+    assert again.status_code == 403  # a signed form is used once
+
+    added = await dev.post(ADD, json=named)
+    assert added.status_code == 200, added.text
+    refused = await dev.post("/api/v1/object/sign", json={"objectList": []})
+    assert refused.json()["status"] != 0

@@ -247,7 +247,8 @@ def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     # `--force` reinstalls although the stamp says nothing changed; without it nothing runs.
     copy = tmp_path / "checkout"
     (copy / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "setup-venv", copy / "scripts")
+    for script in ("setup-venv", "progress"):  # pip's lines go through scripts/progress
+        shutil.copy(ROOT / "scripts" / script, copy / "scripts")
     for name in ("pyproject.toml", "setup.py"):
         shutil.copy(ROOT / name, copy / name)
     calls = copy / "calls"
@@ -263,8 +264,8 @@ def test_the_advice_for_an_unbuilt_page_scanner_rebuilds(
     subprocess.run([copy / "scripts" / "setup-venv"], check=True, timeout=60)
     assert not calls.exists()
     subprocess.run([copy / "scripts" / "setup-venv", "--force"], check=True, timeout=60)
-    assert calls.read_text().split() == ["-m", "pip", "install", "--quiet",
-                                         "--disable-pip-version-check", "-e", "."]
+    assert calls.read_text().split() == ["-m", "pip", "install", "--disable-pip-version-check",
+                                         "--progress-bar", "off", "-e", "."]
 
 
 def test_postgresql_reachability_and_migrations_are_checked(
@@ -309,3 +310,33 @@ def test_files_on_s3_are_probed_and_a_wrong_store_fails_with_a_fix(
     assert code == 1
     assert line(lines, "file store").startswith("FAIL "), lines
     assert "AWS_* credentials" in fix_after(lines, "file store")
+
+
+@pytest.mark.parametrize("named_by", ["--config", "MEMORY_GATEWAY_CONFIG", "current folder"])
+def test_doctor_says_which_configuration_file_it_read(tmp_path: Path, named_by: str) -> None:
+    """The rule: --config FILE, else MEMORY_GATEWAY_CONFIG, else ./config.toml."""
+    config = write_config(tmp_path, f"http://127.0.0.1:{free_port()}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    args = [sys.executable, "-m", "gateway", "doctor"]
+    if named_by == "--config":
+        args += ["--config", str(config)]
+    elif named_by == "MEMORY_GATEWAY_CONFIG":
+        env["MEMORY_GATEWAY_CONFIG"] = str(config)
+    cwd = tmp_path if named_by == "current folder" else ROOT
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    origin = {"--config": "--config", "MEMORY_GATEWAY_CONFIG": "MEMORY_GATEWAY_CONFIG",
+              "current folder": "config.toml in the current folder"}[named_by]
+    assert line(lines, "config file").endswith(f"{config} ({origin})"), lines
+    assert str(tmp_path / "storage" / "_gateway.db") in done.stdout  # its values were read
+
+
+def test_doctor_without_a_configuration_file_says_how_to_name_one(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["MEMORY_GATEWAY_STORAGE_ROOT"] = str(tmp_path / "storage")
+    done = subprocess.run([sys.executable, "-m", "gateway", "doctor"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "MEMORY_GATEWAY_CONFIG or ./config.toml" in line(done.stdout.splitlines(),
+                                                           "config file")

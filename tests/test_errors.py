@@ -24,8 +24,10 @@ async def test_every_error_class_renders_the_one_shape(
         response = await client.get("/agents/_boom")
     assert response.status_code == cls.status
     body = response.json()
+    extra = {"upstream_status": 502} if cls is errors.UpstreamRefused else {}
     assert body == {"error": {"code": cls.code, "message": "it went wrong", "status": cls.status,
-                              "request_id": response.headers["x-request-id"], "field": "f"}}
+                              "request_id": response.headers["x-request-id"], "field": "f",
+                              **extra}}
     assert error_body(cls(), "r")["error"]["code"] == cls.code
 
 
@@ -98,3 +100,32 @@ async def test_upstream_error_responses_pass_through_unchanged(
         json={"user_id": "alice", "memory_type": "episode"})
     assert response.status_code == 422
     assert response.json() == {"detail": "engine says no"}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b'{"request_id": "r", "error": {"code": "INVALID_INPUT", "message": "m1"}}', "m1"),
+    (b'{"status": 2018, "error": "objectList required"}', "objectList required"),
+    (b'{"detail": "Not Found"}', "Not Found"),
+    (b'{"detail": [{"loc": ["body", "user_id"], "msg": "Field required"}]}',
+     "body.user_id: Field required"),
+    (b'{"code": 50000, "message": "m2"}', "m2"),
+    (b"plain text\n", "plain text"),
+    (b'{"other": 1}', '{"other": 1}'),
+])
+def test_an_engines_message_is_read_from_each_engines_shape(body: bytes, message: str) -> None:
+    refused = errors.UpstreamRefused.of(415, body)
+    assert (refused.status, refused.message, refused.upstream_status) == (415, message, 415)
+    assert error_body(refused, "rid")["error"]["upstream_status"] == 415
+
+
+async def test_malformed_json_gets_one_message_on_every_route(alice: httpx.AsyncClient) -> None:
+    messages = set()
+    for path in ("/agents", "/memories/add", "/memories/search", "/api/v2/memory/add"):
+        response = await alice.post(path, content=b'{"name": ', headers={
+            "Content-Type": "application/json"})
+        assert response.status_code == 422, (path, response.text)
+        error = response.json()["error"]
+        assert error["field"] == "body"
+        messages.add(error["message"])
+    assert messages == {"request body is not valid JSON: Expecting value: line 1 column 10 "
+                        "(char 9)"}

@@ -231,3 +231,32 @@ def test_file_access_defaults_per_flavour_and_url_needs_a_way_to_make_urls(
         base.with_values(upstream={"file_access": "sometimes"})
     with pytest.raises(ConfigError, match="storage.files"):
         base.with_values(storage={"files": "/var/files"})
+
+
+async def test_files_an_engine_sdk_uploaded_get_a_download_url_that_serves_them(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    """SPEC §9, §18: a signed, uploaded object named in an add (source memory_add_object)."""
+    engine_ok(engine)
+    gateway = gateway_for(settings.with_values(server={"public_url": PUBLIC}), engine)
+    async with gateway.running(), client_for(gateway, make_key("alice")) as alice:
+        signed = await alice.post("/api/v2/object/sign", json={"objectList": [
+            {"fileId": "f1", "fileName": "harbour.png", "fileType": "image"}]})
+        [item] = signed.json()["result"]["data"]["objectList"]
+        info = item["objectSignedInfo"]
+        uploaded = await alice.post(info["url"].removeprefix(PUBLIC), data=info["fields"],
+                                    files={"file": ("harbour.png", PNG, "image/png")})
+        assert uploaded.status_code in (200, 204), uploaded.text
+        added = await alice.post("/api/v2/memory/add", json={"session_id": "s1", "messages": [{
+            "role": "user", "sender_id": "alice", "timestamp": 1760000000000, "content": [
+                {"type": "text", "text": "harbour.png"},
+                {"type": "image", "uri": item["objectKey"]}]}]})
+        assert added.status_code == 200, added.text
+        answer_search(engine, episodes({"session_id": "s1", "episode": "harbour.png at dawn"}))
+        found = (await alice.post("/memories/search", json={"query": "x"})).json()
+        [attachment] = found["results"][0]["attachments"]
+        [mapping] = rows(settings, "SELECT id, source FROM memory_attachments")
+        assert mapping["source"] == "memory_add_object"
+        assert attachment["url"] == f"{PUBLIC}/attachments/{mapping['id']}/content"
+        content = await alice.get(attachment["url"].removeprefix(PUBLIC))
+        assert content.status_code == 200 and content.content == PNG

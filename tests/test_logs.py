@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -165,6 +166,35 @@ def test_text_format_is_available_for_development(root_logger: logging.Logger) -
     logging.getLogger("gateway.test").info("plain")
     root_logger.handlers[0].flush()
     assert stream.getvalue().rstrip().endswith("INFO gateway.test: plain")
+
+
+async def test_text_access_lines_carry_request_id_user_duration_and_upstream_status(
+    root_logger: logging.Logger, alice: httpx.AsyncClient
+) -> None:
+    stream = io.StringIO()
+    logs.configure("info", "text", stream)
+    response = await alice.get("/agents")
+    root_logger.handlers[0].flush()
+    [line] = [x for x in stream.getvalue().splitlines() if "gateway.access" in x]
+    assert "INFO gateway.access: GET /agents 200 " in line
+    assert f"request_id={response.headers['x-request-id']} user_id=alice " in line
+    assert re.search(r" duration_ms=\d+(\.\d+)?$", line) and " route=/agents " in line
+    assert "upstream_status" not in line  # None: no engine call
+
+
+def test_text_lines_write_a_dict_extra_as_compact_json() -> None:
+    record = logging.LogRecord("gateway.resolution", logging.INFO, __file__, 1, "resolved",
+                               (), None)
+    record.__dict__["resolution"] = {"chatId": "c 1", "needsClarification": False}
+    line = logs.TextFormatter().format(record)
+    assert line.endswith('resolved resolution={"chatId":"c 1","needsClarification":false}')
+
+
+def test_json_lines_hold_a_dict_extra_as_an_object() -> None:
+    record = logging.LogRecord("gateway.resolution", logging.INFO, __file__, 1, "resolved",
+                               (), None)
+    record.__dict__["resolution"] = {"chatId": "c1"}
+    assert json.loads(logs.JsonFormatter().format(record))["resolution"] == {"chatId": "c1"}
 
 
 class StalledStream(io.StringIO):

@@ -185,9 +185,11 @@ async def test_upstream_failure_deletes_files_and_writes_no_mapping(
     response = await alice.post("/memories/add", json=add_body(
         {"type": "image", "base64": B64, "name": "x.png"},
         {"type": "image", "uri": "https://x/y.png"}))
-    if isinstance(failure, httpx.Response):
-        assert response.status_code == failure.status_code
-        assert response.json() == failure.json()
+    if isinstance(failure, httpx.Response):  # the engine's status, in the gateway's shape
+        error = response.json()["error"]
+        assert response.status_code == error["upstream_status"] == failure.status_code
+        assert error["code"] == "upstream_error"
+        assert error["message"] == ("engine down" if failure.status_code == 500 else '{"x": 1}')
     else:
         assert response.status_code in (502, 504)
     assert mappings(settings) == []

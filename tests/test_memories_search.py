@@ -187,13 +187,29 @@ async def test_bad_upstream_answers_are_502_naming_the_problem(
     assert error["code"] == "upstream_bad_response" and detail in error["message"]
 
 
-async def test_upstream_error_status_passes_through(
+async def test_an_engine_refusal_is_answered_in_the_gateways_shape(
     alice: httpx.AsyncClient, engine: respx.MockRouter
 ) -> None:
-    engine.post("/api/v2/memory/search").mock(
-        return_value=httpx.Response(422, json={"error": {"code": "INVALID_INPUT"}}))
+    """SPEC §4: the engine's status and message, code upstream_error, upstream_status, and the
+    gateway's request id (the X-Request-Id), not the engine's."""
+    refusal = {"request_id": "engine-rid", "error": {
+        "code": "INVALID_INPUT", "message": "Field required: user_id", "path": "/x"}}
+    engine.post("/api/v2/memory/search").mock(return_value=httpx.Response(422, json=refusal))
     response = await alice.post("/memories/search", json={"query": "x"})
-    assert response.status_code == 422 and response.json()["error"]["code"] == "INVALID_INPUT"
+    assert response.status_code == 422
+    assert response.json() == {"error": {
+        "code": "upstream_error", "message": "Field required: user_id", "status": 422,
+        "upstream_status": 422, "request_id": response.headers["x-request-id"]}}
+    assert response.headers["x-request-id"] != "engine-rid"
+
+
+async def test_the_engines_own_search_path_passes_its_refusal_through(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    refusal = {"request_id": "engine-rid", "error": {"code": "INVALID_INPUT", "message": "m"}}
+    engine.post("/api/v2/memory/search").mock(return_value=httpx.Response(422, json=refusal))
+    response = await alice.post("/api/v2/memory/search", json={"query": "x", "user_id": "alice"})
+    assert response.status_code == 422 and response.json() == refusal
 
 
 async def test_engine_path_keeps_the_engine_shape_with_attachments_added(

@@ -197,3 +197,12 @@ async def test_metrics_can_be_turned_off(settings: Settings, engine: respx.MockR
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
     assert requests(off, "/healthz", "GET", 200) == 0
+
+
+async def test_metrics_carry_the_default_process_and_platform_collectors(
+    anonymous: httpx.AsyncClient,
+) -> None:
+    text = (await anonymous.get("/metrics")).text
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds", "process_start_time_seconds",
+            "python_info", "python_gc_collections"} <= names

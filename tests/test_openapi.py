@@ -193,3 +193,14 @@ async def test_the_document_follows_the_upstream_flavour(
     assert {(p, m) for p, ops in document["paths"].items() for m in ops} == set(owned(mem0))
     assert "post" in document["paths"]["/search"]
     assert "/api/v2/memory/search" not in document["paths"]
+
+
+async def test_docs_is_a_public_page_of_what_the_public_document_says(
+    anonymous: httpx.AsyncClient,
+) -> None:
+    page = await anonymous.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    document = (await anonymous.get("/openapi.json")).json()
+    for path in ("/memories/search", "/agents", "/resources"):
+        assert f"<code>{path}</code>" in page.text and path in document["paths"]
+    assert "<script" not in page.text and "/openapi.json" in page.text

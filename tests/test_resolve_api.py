@@ -3,7 +3,6 @@ working-state updates, the structured log line, and isolation between users (SPE
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -354,7 +353,8 @@ async def test_one_log_line_per_resolution_with_the_counts(
     await chat.resolve("把这张调亮", uploads=[a], selectedAssetIds=[b])
     lines = [r for r in caplog.records if r.name == "gateway.resolution"]
     assert len(lines) == 1
-    assert json.loads(lines[0].getMessage()) == {
+    assert lines[0].getMessage() == "target resolved: explicit_selection"
+    assert lines[0].resolution == {  # type: ignore[attr-defined]
         "chatId": "chat-log",
         "hasCurrentUpload": True,
         "selectedAssetCount": 1,

@@ -90,8 +90,10 @@ async def test_upstream_failure_keeps_nothing_and_returns_its_answer(
         return_value=httpx.Response(500, json={"error": {"code": "BOOM"}})
     )
     response = await upload(alice)
-    assert response.status_code == 500
-    assert response.json() == {"error": {"code": "BOOM"}}
+    assert response.status_code == 500  # the engine's status, in the gateway's shape (SPEC §4)
+    assert response.json() == {"error": {
+        "code": "upstream_error", "message": '{"error": {"code": "BOOM"}}', "status": 500,
+        "upstream_status": 500, "request_id": response.headers["x-request-id"]}}
     assert stored_files(settings) == []
     assert rows(settings, "SELECT * FROM resources") == []
     assert rows(settings, "SELECT * FROM memory_attachments") == []

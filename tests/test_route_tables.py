@@ -113,3 +113,16 @@ def test_allow_paths_are_validated_and_open_routes() -> None:
             Settings().with_values(upstream={"allow_paths": [bad]})
     assert Settings().with_values(upstream={"allow_paths": ["PUT /x/{id}"]}).upstream.allow_paths \
         == ["PUT /x/{id}"]
+
+
+def test_a_closed_route_is_named_with_why_it_is_closed() -> None:
+    from gateway.upstream.closed_routes import closed_route_message
+
+    kb = closed_route_message("everos-cloud", "POST", "/api/v2/knowledge_bases/kb1/search")
+    assert kb.startswith("POST /api/v2/knowledge_bases/kb1/search is an engine route this "
+                         "gateway does not open: knowledge bases belong to the engine account")
+    update = closed_route_message("everos-cloud", "POST", "/api/v2/memory/update")
+    assert "names memories by id alone" in update
+    other = closed_route_message("mem0", "GET", "/v1/entities/")
+    assert other.startswith("GET /v1/entities/ is not an engine route this gateway opens: the "
+                            "mem0 flavour's table") and "upstream.allow_paths" in other

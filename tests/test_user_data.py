@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -503,3 +505,33 @@ async def test_fresh_lets_a_key_be_made_for_an_erased_id(
             assert (await admin.delete("/admin/users/alice")).status_code == 200
             made = await admin.post("/admin/keys", json={"userId": "alice"})
     assert made.status_code == 201
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_erase_progress_draws_a_bar_on_a_terminal_and_plain_lines_elsewhere() -> None:
+    from gateway.ops.user_data import ProgressBar
+    from gateway.userdata.erasure import Progress
+
+    steps = [Progress("engine", {}), Progress("files", {"files": 1}),
+             Progress("files", {"files": 2}), Progress("done", {"files": 2})]
+    terminal, log = _Terminal(), io.StringIO()
+    for out in (terminal, log):
+        bar = ProgressBar(2, out)
+        for step in steps:
+            bar(step)
+    assert terminal.getvalue().count("\r") == 4 and terminal.getvalue().endswith("\n")
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().splitlines() == ["erasing: engine 0/2", "erasing: files 1/2",
+                                           "erasing: done 2/2"]
+
+
+@pytest.mark.processes
+def test_users_help_points_to_nothing_a_pip_install_lacks() -> None:
+    for verb in ("erase", "export"):
+        result = subprocess.run([sys.executable, "-m", "gateway", "users", verb, "--help"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0
+        assert "config.example.toml" not in result.stdout and "docs/" not in result.stdout
+        assert "memory-gateway config example" in " ".join(result.stdout.split())

@@ -38,6 +38,7 @@ from starlette.routing import Route
 from gateway.devengine.filters import Compiled, FilterError, compile_filters
 from gateway.devengine.ingest import canonical, shown_content
 from gateway.devengine.keywords import KeywordQuery
+from gateway.devengine.objects import DevObjects
 from gateway.devengine.parse import UnsupportedFile
 from gateway.devengine.store import CaseRow, DevEngineStore, EpisodeRow, Scope
 from gateway.upstream.flavors.everos_models import (
@@ -260,6 +261,7 @@ def create_dev_engine(database: str = ":memory:") -> Starlette:
     (e.g. through `httpx.ASGITransport`) opens it on first use.
     """
     tasks: dict[str, dict[str, Any]] = {}  # accepted async adds, by request id
+    objects = DevObjects()
 
     def store(request: Request) -> DevEngineStore:
         state = request.app.state
@@ -270,7 +272,7 @@ def create_dev_engine(database: str = ":memory:") -> Starlette:
 
     async def memorize(request: Request, body: AddBody) -> bool:
         try:
-            messages = canonical(body.session_id, body.messages)
+            messages = canonical(body.session_id, body.messages, objects.sizes)
         except UnsupportedFile as exc:
             raise EngineError(415, "UNSUPPORTED_FORMAT", str(exc)) from None
         except (OverflowError, OSError, ValueError):
@@ -445,7 +447,7 @@ def create_dev_engine(database: str = ":memory:") -> Starlette:
             app.state.store.close()
             app.state.store = None
 
-    routes = [Route("/health", health, methods=["GET"])]
+    routes = [Route("/health", health, methods=["GET"]), *objects.routes()]
     for version in ("v2", "v1"):
         for name, endpoint in (("add", add), ("flush", flush), ("search", search), ("get", get)):
             routes.append(Route(f"/api/{version}/memory/{name}", endpoint, methods=["POST"]))

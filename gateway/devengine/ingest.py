@@ -5,6 +5,7 @@ message ids, and timestamps read as the engine reads them (seconds below 10**12)
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -46,8 +47,10 @@ def timestamp_ms(value: int) -> int:
     return ms
 
 
-def canonical(session_id: str, messages: list[Message]) -> list[CanonicalMessage]:
-    """The engine's `ingest.process`: may raise `parse.UnsupportedFile` (415)."""
+def canonical(session_id: str, messages: list[Message],
+              objects: Container[str] = ()) -> list[CanonicalMessage]:
+    """The engine's `ingest.process`: may raise `parse.UnsupportedFile` (415); `objects`: the
+    keys of uploaded objects (`parse.parse_item`)."""
     out: list[CanonicalMessage] = []
     for index, message in enumerate(messages):
         if isinstance(message.content, str):
@@ -56,7 +59,7 @@ def canonical(session_id: str, messages: list[Message]) -> list[CanonicalMessage
             items = [item.model_dump() for item in message.content]
         for item in items:
             if item.get("type") != "text" and "parsed_content" not in item:
-                parse_item(item)
+                parse_item(item, objects)
         raw_ts = int(message.timestamp)
         out.append(CanonicalMessage(
             message_id=message_id(session_id, raw_ts, index),

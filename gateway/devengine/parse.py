@@ -18,6 +18,7 @@ import base64
 import email
 import email.policy
 import re
+from collections.abc import Container
 from email.message import EmailMessage
 from html.parser import HTMLParser
 from pathlib import Path
@@ -42,11 +43,13 @@ class UnsupportedFile(ValueError):
     """A content item the engine's parser refuses (415 UNSUPPORTED_FORMAT)."""
 
 
-def parse_item(item: dict[str, Any]) -> None:
+def parse_item(item: dict[str, Any], objects: Container[str] = ()) -> None:
     """Record on a non-text item what the engine's parser would (`parsed_content`,
-    `parse_status`, `parse_error`), in place; raise UnsupportedFile where the engine answers 415."""
+    `parse_status`, `parse_error`), in place; raise UnsupportedFile where the engine answers 415.
+    `objects`: keys of objects uploaded through the Cloud's sign route (devengine/objects.py),
+    read as the Cloud reads them, by a model the dev engine does not have."""
     uri = item.get("uri")
-    if uri and urlparse(uri).scheme in ("http", "https"):
+    if uri and (urlparse(uri).scheme in ("http", "https") or uri in objects):
         _not_parsed(item)
         return
     content, ext = _hydrate(item)

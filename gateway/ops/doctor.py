@@ -28,10 +28,12 @@ import httpx
 from gateway.attachments.fetch_guard import FetchGuard
 from gateway.attachments.files import create_file_store
 from gateway.config import (
+    CONFIG_ENV,
     ENV_PREFIX,
     ConfigError,
     Settings,
     check_dev_engine_flavor,
+    config_file,
     load_settings,
 )
 from gateway.devengine.app import ENGINE_NAME as DEV_ENGINE_NAME
@@ -81,7 +83,8 @@ def _existing_ancestor(path: Path) -> Path:
 def check_settings(
     settings: Settings, path: str | None, environ: Mapping[str, str]
 ) -> Iterator[Check]:
-    overrides = sorted(name for name in environ if name.startswith(ENV_PREFIX))
+    overrides = sorted(name for name in environ
+                       if name.startswith(ENV_PREFIX) and name != CONFIG_ENV)
     source = f"loaded from {path}" if path else "defaults (no --config file)"
     if overrides:
         source += f", {len(overrides)} environment override(s): {', '.join(overrides)}"
@@ -463,6 +466,10 @@ def run(config: str | None, out: IO[str] | None = None,
         counts[check.level] += 1
         print(check.lines(), file=out, flush=True)
 
+    config, origin = config_file(config, environ)
+    report(Check(OK, "config file", f"{config} ({origin})" if config else
+                 "none: --config FILE, MEMORY_GATEWAY_CONFIG or ./config.toml names one; "
+                 "defaults and environment variables only"))
     try:
         settings = load_settings(config, environ)
     except ConfigError as exc:

@@ -47,14 +47,23 @@ async def _opened(settings: Settings) -> AsyncIterator[Eraser]:
 
 
 class ProgressBar:
-    """`[#####-----]  52%  conversation_messages  5200/10000` on one line of stderr."""
+    """`[#####-----]  52%  conversation_messages  5200/10000` on one line of a terminal; written
+    elsewhere (a file, a pipe), one plain line per step instead, no `\r` frames."""
 
     def __init__(self, total: int, out: TextIO) -> None:
         self.total = max(total, 1)
         self.out = out
+        self.live = out.isatty()
+        self.step = ""
 
     def __call__(self, progress: Progress) -> None:
         done = sum(progress.counts.values())
+        if not self.live:
+            if progress.step != self.step:
+                self.step = progress.step
+                self.out.write(f"erasing: {progress.step} {done}/{self.total}\n")
+                self.out.flush()
+            return
         share = min(done / self.total, 1.0) if progress.step != "done" else 1.0
         filled = round(share * BAR_WIDTH)
         self.out.write(f"\r[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {share:4.0%}  "
@@ -92,7 +101,8 @@ def erase(settings: Settings, args: argparse.Namespace) -> int:
     engine = result["engine"]
     if isinstance(engine, dict) and not engine["erased"]:
         print(f"note: the engine serves no delete: {len(engine['remaining'])} session(s) stay "
-              "upstream (docs/operations.md says what to do)", file=sys.stderr)
+              "upstream, unreachable through the gateway; remove them from the engine's own "
+              "storage, and keep this answer as the record of what is left", file=sys.stderr)
     return 0
 
 
@@ -132,7 +142,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     # `--config` after the action too, declared as gateway/cli.py declares it for every parser.
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                        help="TOML configuration file (config.example.toml lists every key)")
+                        help="TOML configuration file (`memory-gateway config example` "
+                        "prints every key with its default)")
     actions = parser.add_subparsers(dest="users_verb", required=True, metavar="ACTION")
     erase_p = actions.add_parser("erase", parents=[config], help="erase a user's credentials, "
                                  "rows, files and engine memories (resumable)")

@@ -14,7 +14,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.attachments.files import Download
-from gateway.errors import ValidationFailed
+from gateway.errors import ValidationFailed, body_not_json
 from gateway.services import services, user_id
 from gateway.serving.asgi import read_body
 from gateway.upstream.headers import response_headers
@@ -62,7 +62,7 @@ def parse_json(raw: bytes) -> Any:
     except RecursionError:  # deeper than the decoder can go: far past the limit
         raise _too_deep() from None
     except ValueError as exc:
-        raise ValidationFailed(f"request body is not valid JSON: {exc}", field="body") from None
+        raise body_not_json(exc) from None
     if nesting_exceeds(value, MAX_BODY_DEPTH):
         raise _too_deep()
     return value

@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.types import Scope, Send
 
+from gateway import tracing
 from gateway.errors import UserIdRequired, ValidationFailed
 from gateway.identity import acting
 from gateway.routes.common import MAX_BODY_DEPTH, nesting_exceeds, relayed_headers
@@ -33,18 +34,20 @@ async def checked_json(svc: Services, scope: Scope, raw: bytes, entry: EngineRou
         raise ValidationFailed("the body must be a JSON object", field="body")
     target: Target | None = scope.get(TARGET_KEY)
     query = target.query if target else {}
-    if nested_deeper(data, MAX_BODY_DEPTH):  # its bytes say so: parsed, unless not JSON at all
-        payload = json_object(data)
-        if nesting_exceeds(payload, MAX_BODY_DEPTH):
-            raise ValidationFailed(f"request body is nested deeper than {MAX_BODY_DEPTH} "
-                                   "levels", field="body")
-        named, read = named_in(entry, payload, query, {}), JsonBody(data, payload)
-    else:
-        named, checked = named_in_json(entry, data, query, {})
-        assert checked is not None
-        read = checked
-    caller = await acting.settle_user(scope, named, svc.erased_users.is_refused)
-    scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
+    with tracing.span("route model"):
+        if nested_deeper(data, MAX_BODY_DEPTH):  # its bytes say so: parsed, unless not JSON
+            payload = json_object(data)
+            if nesting_exceeds(payload, MAX_BODY_DEPTH):
+                raise ValidationFailed(f"request body is nested deeper than {MAX_BODY_DEPTH} "
+                                       "levels", field="body")
+            named, read = named_in(entry, payload, query, {}), JsonBody(data, payload)
+        else:
+            named, checked = named_in_json(entry, data, query, {})
+            assert checked is not None
+            read = checked
+    with tracing.span("owner checks"):
+        caller = await acting.settle_user(scope, named, svc.erased_users.is_refused)
+        scoped = await svc.rules.check_named(named, caller, claims=entry.claims)
     if entry.scoped and not scoped:
         raise UserIdRequired(field="user_id")
     return caller, read, named
@@ -53,13 +56,14 @@ async def checked_json(svc: Services, scope: Scope, raw: bytes, entry: EngineRou
 async def forward(scope: Scope, svc: Services, caller: str, path: str, raw: bytes,
                   rewritten: dict[str, Any] | None = None) -> Answer:
     """POST to the engine: the client's bytes, or the payload the flavour made of them."""
-    headers = upstream_headers(scope, svc.settings, caller, scope["request_id"])
-    if rewritten is not None:
-        raw = jsonio.dumps(rewritten)
-        headers = [(k, v) for k, v in headers if k.lower() not in ("content-length",
-                                                                    "content-type")]
-        headers.append(("Content-Type", "application/json"))
-    return await svc.upstream.call("POST", path, headers, raw)
+    with tracing.span("engine call"):  # the engine's traceparent names this span
+        headers = upstream_headers(scope, svc.settings, caller, scope["request_id"])
+        if rewritten is not None:
+            raw = jsonio.dumps(rewritten)
+            headers = [(k, v) for k, v in headers if k.lower() not in ("content-length",
+                                                                        "content-type")]
+            headers.append(("Content-Type", "application/json"))
+        return await svc.upstream.call("POST", path, headers, raw)
 
 
 _JSON_TYPE = (b"content-type", b"application/json")

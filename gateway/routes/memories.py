@@ -28,6 +28,7 @@ from gateway.attachments.fetch_guard import item_uris
 from gateway.attachments.files import safe_name
 from gateway.attachments.links import URL_ACCESS
 from gateway.attachments.uris import check_uris
+from gateway.errors import UpstreamRefused
 from gateway.routes.common import api, body_bytes, relayed
 from gateway.routes.engine_call import checked_json, forward
 from gateway.routes.search import search_endpoint
@@ -85,7 +86,8 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
     if session_id is None:
         outgoing = _outgoing(dialect, native, payload, caller, items, bool(named_objects))
         await _claim_written(svc, caller, native, add_path, outgoing)
-        return relayed(*await forward(request.scope, svc, caller, add_path, raw, outgoing))
+        return _answered(native, *await forward(request.scope, svc, caller, add_path, raw,
+                                                outgoing))
     app_id, project_id = scope.app_id, scope.project_id
     intent = Intent(id=new_id("int"), user_id=caller, kind="memory_add")
     files: list[tuple[str, str, bytes]] = []
@@ -129,6 +131,15 @@ async def _add(request: Request, dialect: Dialect, native: bool, path: str | Non
         if 200 <= status < 300:
             await pending.commit()
             svc.metrics.attachments_recorded(intent.mappings)
+    return _answered(native, status, headers, body)
+
+
+def _answered(native: bool, status: int, headers: list[tuple[bytes, bytes]],
+              body: bytes) -> Response:
+    """The engine's answer: passed back on its own path; on `/memories/add` a refusal is
+    answered in the gateway's shape (SPEC §4)."""
+    if not native and not 200 <= status < 300:
+        raise UpstreamRefused.of(status, body)
     return relayed(status, headers, body)
 
 

@@ -1,9 +1,14 @@
-"""Operator endpoints, no key needed: the OpenAPI document and Prometheus metrics."""
+"""Operator endpoints, no key needed: the OpenAPI document, a page listing its operations
+(`/docs`: what the public document says, nothing more), and Prometheus metrics."""
 
 from __future__ import annotations
 
+import json
+from html import escape
+from typing import Any
+
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import NotFound
@@ -27,6 +32,38 @@ async def openapi_document(request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
+DOCS_KEY = "docs_page"
+
+
+@api(summary="The API's operations as a page (the OpenAPI document, readable)",
+     tag="operations", content_type="text/html")
+async def docs_page(request: Request) -> Response:
+    svc = services(request)
+    page = svc.extras.get(DOCS_KEY)
+    if page is None:
+        document = json.loads(bytes((await openapi_document(request)).body))
+        page = svc.extras[DOCS_KEY] = _page(document)
+    return HTMLResponse(page)
+
+
+def _page(document: dict[str, Any]) -> str:
+    """One table row per operation: method, path, summary; no script, nothing fetched."""
+    rows = []
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            if isinstance(operation, dict):
+                rows.append(f"<tr><td>{escape(method.upper())}</td><td><code>{escape(path)}"
+                            f"</code></td><td>{escape(operation.get('summary', ''))}</td></tr>")
+    info = document.get("info", {})
+    title = escape(f"{info.get('title', 'memory-gateway')} {info.get('version', '')}".strip())
+    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title></head>"
+            f"<body><h1>{title}</h1><p>Every operation of this gateway; request and answer "
+            f"bodies in <a href=\"/openapi.json\">/openapi.json</a>. Every operation but "
+            f"this page, /openapi.json, /metrics and the health checks needs a key.</p>"
+            f"<table><tr><th>method</th><th>path</th><th>summary</th></tr>{''.join(rows)}"
+            f"</table></body></html>")
+
+
 @api(summary="Prometheus metrics (text exposition format); firewall it from the public",
      tag="operations", content_type="text/plain", errors=(404,))
 async def metrics(request: Request) -> Response:
@@ -36,9 +73,10 @@ async def metrics(request: Request) -> Response:
     return Response(svc.metrics.exposition(), headers={"content-type": CONTENT_TYPE})
 
 
-PUBLIC_PATHS = frozenset({"/openapi.json", "/metrics"})
+PUBLIC_PATHS = frozenset({"/openapi.json", "/docs", "/metrics"})
 
 routes = [
     Route("/openapi.json", openapi_document, methods=["GET"]),
+    Route("/docs", docs_page, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
 ]

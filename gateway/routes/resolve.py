@@ -5,7 +5,6 @@ runs the rules (a model only for ties), then records the audit and the chat's ne
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from typing import Annotated, Any, Literal
 
@@ -266,21 +265,16 @@ async def resolve(request: Request) -> Response:
         lambda stored: state_after(stored, inp, decision, states_selection),
     )
     svc.metrics.resolution(decision.mode)
-    log.info(
-        json.dumps(
-            {
-                "chatId": chat_id,
-                "hasCurrentUpload": bool(inp.uploaded_asset_ids),
-                "selectedAssetCount": len(inp.selected_asset_ids),
-                "candidateAssetCount": len(decision.candidate_asset_ids),
-                "resolvedAssetCount": len(decision.target_asset_ids),
-                "resolutionMode": decision.mode,
-                "confidence": decision.confidence,
-                "needsClarification": decision.needs_clarification,
-            },
-            ensure_ascii=False,
-        )
-    )
+    log.info("target resolved: %s", decision.mode, extra={"resolution": {
+        "chatId": chat_id,
+        "hasCurrentUpload": bool(inp.uploaded_asset_ids),
+        "selectedAssetCount": len(inp.selected_asset_ids),
+        "candidateAssetCount": len(decision.candidate_asset_ids),
+        "resolvedAssetCount": len(decision.target_asset_ids),
+        "resolutionMode": decision.mode,
+        "confidence": decision.confidence,
+        "needsClarification": decision.needs_clarification,
+    }})
     return json_response(
         ResolveOut(
             resolution_id=resolution.id,

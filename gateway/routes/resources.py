@@ -15,8 +15,8 @@ from gateway.attachments import intents
 from gateway.attachments.add_body import OCTET_STREAM, guess_type
 from gateway.attachments.files import safe_name
 from gateway.attachments.uploads import receive_upload, upload_name
-from gateway.errors import NotFound, ValidationFailed
-from gateway.routes.common import api, json_response, query_params, relayed, stream_file
+from gateway.errors import NotFound, UpstreamRefused, ValidationFailed
+from gateway.routes.common import api, json_response, query_params, stream_file
 from gateway.services import Services, services, user_id
 from gateway.store import resources
 from gateway.store.attachments import Intent
@@ -149,16 +149,14 @@ async def upload(request: Request) -> Response:
         raise
     session = (app_id, project_id, session_id)
     async with intents.recorded(db, svc.files, intent, session, svc.lease) as pending:
-        failure = await _ingest(svc, resource)
-        if failure is not None:
-            return failure
+        await _ingest(svc, resource)
         await pending.commit()
         svc.metrics.attachments_recorded(intent.mappings)
     return json_response(resource_out(resource), 201)
 
 
-async def _ingest(svc: Services, resource: Resource) -> Response | None:
-    """Add the file's message to the engine and flush it; the upstream's answer on failure."""
+async def _ingest(svc: Services, resource: Resource) -> None:
+    """Add the file's message to the engine and flush it; an engine refusal raises."""
     flavor = flavor_for(svc.settings)
     calls = flavor.ingest_calls(
         svc.settings.upstream, resource.user_id,
@@ -170,10 +168,9 @@ async def _ingest(svc: Services, resource: Resource) -> Response | None:
     )
     for path, payload in calls:
         await svc.rules.claim_written(flavor.written(path, payload), resource.user_id)
-        status, headers, body = await svc.upstream.call_json(path, payload, resource.user_id)
-        if not 200 <= status < 300:
-            return relayed(status, headers, body)
-    return None
+        status, _, body = await svc.upstream.call_json(path, payload, resource.user_id)
+        if not 200 <= status < 300:  # the gateway's own route: its own shape (SPEC §4)
+            raise UpstreamRefused.of(status, body)
 
 
 @api(summary="List your resources, newest first", query=ResourceListQuery, response=ResourcePage,

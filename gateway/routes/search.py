@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from gateway.errors import UpstreamBadResponse
+from gateway import tracing
+from gateway.errors import UpstreamBadResponse, UpstreamRefused
 from gateway.routes.common import ApiDoc
 from gateway.routes.engine_call import checked_json, forward, send_json, send_relayed
 from gateway.search import page_scan
@@ -84,10 +85,13 @@ class SearchEndpoint:
             answer = await forward(scope, svc, caller, path, raw, outgoing)
             status, _, body = answer
             if not 200 <= status < 300:
+                if not native:  # the gateway's own route answers in its own shape (SPEC §4)
+                    raise UpstreamRefused.of(status, answer[2])
                 await send_relayed(send, answer)
                 return
             try:
-                out, matched = await _answer(svc, caller, dialect, native, body, status)
+                with tracing.span("matching"):
+                    out, matched = await _answer(svc, caller, dialect, native, body, status)
             except (UnicodeEncodeError, TypeError) as exc:  # a lone surrogate cannot be encoded
                 raise UpstreamBadResponse(
                     f"upstream search answer cannot be re-encoded: {exc}") from None

@@ -23,7 +23,9 @@ RESOURCE_SOURCE = "resource_upload"
 RESOURCE_COLUMNS = ("id", "user_id", "name", "safe_name", "content_type", "size", "sha256",
                     "app_id", "project_id", "session_id", "internal_uri", "metadata", "created_at")
 BASE64_SOURCE = "memory_add_base64"
-STORED_SOURCES = frozenset({RESOURCE_SOURCE, BASE64_SOURCE})  # the gateway stores their files
+OBJECT_SOURCE = "memory_add_object"  # a file an engine SDK uploaded to the gateway (SPEC §18)
+# the gateway stores their files: search attachments get a download url, which serves them
+STORED_SOURCES = frozenset({RESOURCE_SOURCE, BASE64_SOURCE, OBJECT_SOURCE})
 
 
 @dataclass(frozen=True)

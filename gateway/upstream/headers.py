@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from starlette.types import Scope
 
+from gateway import tracing
 from gateway.config import Settings
 
 HOP_BY_HOP = frozenset(
@@ -99,7 +100,7 @@ def upstream_headers(
     out.append((upstream.user_header, user_id))
     out.append(("X-Request-Id", request_id))
     out.extend(upstream.headers.items())
-    return out
+    return tracing.engine_headers(out)  # the continued traceparent, when tracing is on
 
 
 def response_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import UnsupportedMediaType, ValidationFailed
+from gateway.errors import UnsupportedMediaType, ValidationFailed, body_not_json
 from gateway.serving import jsonio
 
 _BOM = b"\xef\xbb\xbf"
@@ -139,5 +139,5 @@ def _standard(body: bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValidationFailed("the JSON body is nested too deeply", field="body") from None
-    except ValueError:
-        raise ValidationFailed("the body is not JSON", field="body") from None
+    except ValueError as exc:
+        raise body_not_json(exc) from None

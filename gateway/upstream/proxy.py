@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from gateway import tracing
 from gateway.attachments.add_body import attachment_items
 from gateway.attachments.fetch_guard import FetchGuard, item_uris
 from gateway.attachments.uris import check_uris
@@ -26,6 +27,7 @@ from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.limits.concurrency import EngineSlots
 from gateway.serving.asgi import ParsingBudget, read_body
 from gateway.upstream.client import Body, UpstreamClient, UpstreamResponse
+from gateway.upstream.closed_routes import closed_route_message
 from gateway.upstream.headers import response_headers, upstream_headers
 from gateway.upstream.json_body import json_bytes
 from gateway.upstream.routes import EngineRoute, RouteTable, named_in_json
@@ -102,7 +104,8 @@ class Proxy:
         target: Target = scope[TARGET_KEY]
         found = self.table.find(scope["method"], target.segments)
         if found is None:
-            raise RouteNotFound(f"no engine route {scope['method']} {target.path}")
+            raise RouteNotFound(closed_route_message(self.settings.upstream.flavor,
+                                                     scope["method"], target.path))
         route, params = found
         acting.require_scope(scope[PRINCIPAL_KEY], route.read_only)
         if self.admit is not None and (waiting := self.admit(scope, route)) is not None:
@@ -157,13 +160,15 @@ class Proxy:
                     params: dict[str, str]) -> str:
         """The one identity policy, on every id the request names, and on the URIs the engine
         would read or fetch (403 / 422, nothing sent); the user the request acts as."""
-        named, read = named_in_json(route, json_bytes(scope["headers"], body) if body else None,
-                                    target.query, params)
+        with tracing.span("route model"):
+            named, read = named_in_json(
+                route, json_bytes(scope["headers"], body) if body else None, target.query, params)
         payload = None if read is None else read.fields
-        user_id = await acting.settle_user(scope, named, self.refused)
-        # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes there.
-        scoped = await self.rules.check_named(named, user_id,
-                                              claims=route.claims or route.model is None)
+        with tracing.span("owner checks"):
+            user_id = await acting.settle_user(scope, named, self.refused)
+            # An unmodelled entry (`upstream.allow_paths`) may write: no one's session passes.
+            scoped = await self.rules.check_named(named, user_id,
+                                                  claims=route.claims or route.model is None)
         if route.scoped and not scoped:
             raise UserIdRequired(field="user_id")
         if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
@@ -205,10 +210,12 @@ class Proxy:
         path: str,
         query: str = "",
     ) -> None:
-        headers = upstream_headers(scope, self.settings, user_id, request_id)
-        target = upstream_target(path, query)
-        response = await self.upstream.send(scope["method"], target, headers, body)
-        try:
-            await relay_response(response, scope, send, self.settings.limits.proxy_buffer_bytes)
-        finally:
-            await response.release()
+        with tracing.span("engine call"):
+            headers = upstream_headers(scope, self.settings, user_id, request_id)
+            target = upstream_target(path, query)
+            response = await self.upstream.send(scope["method"], target, headers, body)
+            try:
+                await relay_response(response, scope, send,
+                                     self.settings.limits.proxy_buffer_bytes)
+            finally:
+                await response.release()

@@ -8,6 +8,7 @@ the requirement stays the same; the client scripts in `tests/e2e/clients/` run i
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -19,13 +20,31 @@ VENVS = ROOT / ".venv-clients"
 SCRIPTS = Path(__file__).resolve().parent / "clients"
 
 
-def client_python(name: str, requirement: str) -> Path:
-    """The python of `.venv-clients/<name>` with `requirement` installed (made once, cached)."""
+def python_at_least(minor: int) -> str:
+    """A Python 3.`minor` or newer on this machine (as scripts/setup-everos looks for one)."""
+    candidates = [os.environ.get("EVEROS_PYTHON", ""), sys.executable,
+                  *(f"python3.{m}" for m in range(13, minor - 1, -1)),
+                  *sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.*/bin/python3")))]
+    for candidate in filter(None, candidates):
+        try:
+            done = subprocess.run([candidate, "-c", f"import sys, venv; "
+                                   f"sys.exit(sys.version_info < (3, {minor}))"],
+                                  capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            return candidate
+    raise RuntimeError(f"no Python >= 3.{minor} found (set EVEROS_PYTHON to one)")
+
+
+def client_python(name: str, requirement: str, base: str | None = None) -> Path:
+    """The python of `.venv-clients/<name>` with `requirement` installed (made once, cached);
+    `base`: the Python the venv is made with (the test's own by default)."""
     venv = VENVS / name
     python = venv / "bin" / "python"
     stamp = venv / ".requirement"
     if not python.exists() or not stamp.exists() or stamp.read_text() != requirement:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([base or sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet",
                         "--disable-pip-version-check", requirement], check=True)
         stamp.write_text(requirement)

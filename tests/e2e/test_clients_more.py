@@ -15,8 +15,8 @@ import evermemos
 import pytest
 from evermemos import EverMemOS
 
-from tests.e2e.client_venvs import client_python, run_client
-from tests.fake_engines import fake_engine
+from tests.e2e.client_venvs import client_python, python_at_least, run_client
+from tests.fake_engines import ENGINE_KEY, fake_engine
 from tests.processes import gateway
 
 pytestmark = pytest.mark.e2e
@@ -67,5 +67,19 @@ def test_mem0_memory_client_against_the_platform_paths(tmp_path: Path) -> None:
         result = run_client(python, "mem0_memory_client.py", GATEWAY_URL=gw.url,
                             ALICE_KEY=gw.key("alice"), BOB_KEY=gw.key("bob"),
                             MEM0_TELEMETRY="False", HOME=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_everos_cloud_1_2_quickstart_by_base_url_and_its_new_routes_closed_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    python = client_python("everos-cloud-1.2", "everos-cloud==1.2.0", python_at_least(12))
+    with fake_engine("everos-cloud") as engine_url, \
+            gateway(tmp_path, engine_url, MEMORY_GATEWAY_UPSTREAM_FLAVOR="everos-cloud",
+                    MEMORY_GATEWAY_UPSTREAM_HEADERS='{"Authorization": "Bearer '
+                    f'{ENGINE_KEY}"}}') as gw:
+        result = run_client(python, "everos_cloud_12_quickstart.py", GATEWAY_URL=gw.url,
+                            USER_KEY=gw.key("user-1"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("ok")

@@ -30,7 +30,8 @@ from tests.security.support import JWT_SETTINGS, credential_headers
 pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
 
 SECRET = "ALICE-SECRET"
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/metrics")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/openapi.json"), ("GET", "/docs"),
+          ("GET", "/metrics")}
 
 
 @dataclass(frozen=True)
