@@ -46,6 +46,7 @@ class LinkedAttachment(Answer):
     mime_type: str
 
 
+# Not routes/search.py's SearchResult: no `raw`, and attachments as links an agent can read.
 class SearchItem(Answer):
     id: str
     type: str
@@ -123,6 +124,7 @@ class UploadArgs(Arguments):
                                      pattern=r"^[\w.+-]+/[\w.+-]+$")
 
 
+# Not routes/resources.py's ResourceOut: §19 names these fields only (no session, no time).
 class UploadAnswer(Answer):
     id: str
     uri: str
