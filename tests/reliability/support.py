@@ -51,7 +51,7 @@ def assert_error_shape(response: httpx.Response, status: int, code: str) -> dict
     assert set(body) == {"error"}
     error = body["error"]
     assert {"code", "message", "status", "request_id"} <= set(error) <= {
-        "code", "message", "status", "request_id", "field"}
+        "code", "message", "status", "request_id", "field", "upstream_status"}
     assert error["code"] == code and error["status"] == status
     assert isinstance(error["message"], str) and error["message"]
     assert error["request_id"] == response.headers["x-request-id"]

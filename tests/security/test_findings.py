@@ -275,7 +275,7 @@ async def test_9_a_lone_surrogate_in_a_search_item_is_a_502(
     ("memos", "POST", "/admin/reset"), ("memos", "GET", "/admin/users"),
     ("memos", "POST", "/product/configure"), ("memos", "POST", "/product/users/register"),
     ("everos-cloud", "GET", "/api/v1/settings"), ("everos-cloud", "PUT", "/api/v1/settings"),
-    ("everos", "GET", "/docs"), ("everos", "PUT", "/api/v2/knowledge/items/7"),
+    ("everos", "GET", "/redoc"), ("everos", "PUT", "/api/v2/knowledge/items/7"),
 ])
 async def test_10_engine_administration_is_in_no_table(
     tmp_path: Path, engine: RecordingEngine, flavor: str, method: str, path: str
@@ -285,6 +285,17 @@ async def test_10_engine_administration_is_in_no_table(
         response = await bob.request(method, path, json={"user_id": "bob"})
     assert response.status_code == 404, response.text
     assert response.json()["error"]["code"] == "route_not_found"
+    assert engine.requests == []
+
+
+async def test_10_the_engines_docs_page_is_never_reached_the_gateways_own_answers(
+    tmp_path: Path, engine: RecordingEngine
+) -> None:
+    settings = settings_for(tmp_path, flavor="everos")
+    async with gateway_with(settings, engine) as app, keyed(app, settings, "bob") as bob:
+        response = await bob.get("/docs")
+    assert response.status_code == 200
+    assert "<h1>memory-gateway" in response.text
     assert engine.requests == []
 
 
