@@ -344,8 +344,8 @@ def _key_json(key: keys.ApiKey) -> dict[str, Any]:
     in ms since the epoch."""
     return {
         "id": key.id, "userId": key.user_id, "kind": key.kind, "scopes": list(key.scopes),
-        "name": key.name, "users": key.users_glob, "actsFor": _acts_for(key),
-        "state": key.state, "expiresAt": key.expires_at_ms, "createdAtMs": key.created_at_ms,
+        "name": key.name, "users": key.users_glob, "state": key.state,
+        "expiresAt": key.expires_at_ms, "createdAtMs": key.created_at_ms,
         "lastUsedAtMs": key.last_used_at_ms, "revokedAtMs": key.revoked_at_ms,
     }
 

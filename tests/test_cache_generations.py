@@ -165,13 +165,13 @@ async def test_a_key_revoked_by_another_process_is_refused_despite_a_long_ttl(
     key_id, token = await new_key(there, "alice")
     auth = Authenticator(here, HOUR)
     reads = 0
-    find = keys.find
+    find = keys.find_now  # a request's key check (gateway/identity/auth.py)
 
     async def counted(db: Database, wanted: str) -> keys.ApiKey | None:
         nonlocal reads
         reads += 1
         return await find(db, wanted)
-    monkeypatch.setattr(keys, "find", counted)
+    monkeypatch.setattr(keys, "find_now", counted)
 
     await settled(here, there)
     assert await auth.user_for(f"Bearer {token}") == "alice"

@@ -363,7 +363,7 @@ def test_a_service_key_for_every_user_warns_and_keys_list_shows_each_glob(
     globs = sorted(line.split()[3] for line in table[1:])
     assert globs == ["*", "tenant-a.*"]
     as_json = json.loads(cli(tmp_path, "keys", "list", "--json", "--config", str(config)).stdout)
-    assert sorted(key["acts_for"] for key in as_json) == ["*", "tenant-a.*"]
+    assert sorted(key["users"] for key in as_json) == ["", "tenant-a.*"]  # the admin API's
 
 
 @pytest.mark.processes
