@@ -49,7 +49,6 @@ from gateway.limits.concurrency import ENGINE_TICKET
 from gateway.limits.limiter import LIMIT_HEADERS_KEY, Limiter, with_retry_after
 from gateway.llm.client import LlmClient
 from gateway.logs import AccessLog
-from gateway.mcp.mount import McpDoor
 from gateway.metrics import PROXY_ROUTE, UNMATCHED_ROUTE, Metrics
 from gateway.routes import OWNED_PREFIXES, PUBLIC_PATHS, PUBLIC_PREFIXES, all_routes
 from gateway.search.answers import filtered_answer
@@ -151,7 +150,11 @@ class Gateway:
         self.routes: list[BaseRoute] = all_routes(settings)
         self._index = RouteIndex(self.routes, OWNED_PREFIXES)
         self.console = Console(self) if settings.console.enabled else None
-        self.mcp = McpDoor(self) if settings.mcp.enabled else None  # SPEC §19
+        self.mcp: McpDoor | None = None  # SPEC §19; off, the MCP SDK is never imported
+        if settings.mcp.enabled:
+            from gateway.mcp.mount import McpDoor
+
+            self.mcp = McpDoor(self)
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -4,11 +4,13 @@ engine is sent the continued traceparent; off, nothing of OpenTelemetry is loade
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from collections.abc import Callable
 
 import httpx
+import pytest
 import respx
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -68,12 +70,12 @@ async def test_off_the_clients_traceparent_passes_unchanged_and_no_span_is_made(
     assert search.calls[0].request.headers["traceparent"] == CLIENT_PARENT
 
 
-def test_off_nothing_of_opentelemetry_is_imported() -> None:
+def _imported_after_a_request(values: str) -> list[str]:
     code = (
         "import asyncio, sys, httpx\n"
         "from gateway.app import create_app\n"
         "from gateway.config import Settings\n"
-        "app = create_app(Settings().with_values(storage={'database': ':memory:'}))\n"
+        f"app = create_app(Settings().with_values(storage={{'database': ':memory:'}}, {values}))\n"
         "async def main():\n"
         "    async with httpx.AsyncClient(transport=httpx.ASGITransport(app),\n"
         "                                 base_url='http://g') as c:\n"
@@ -83,7 +85,17 @@ def test_off_nothing_of_opentelemetry_is_imported() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    imported: list[str] = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    return imported
+
+
+@pytest.mark.processes
+def test_off_nothing_of_opentelemetry_is_imported() -> None:
+    assert _imported_after_a_request("mcp={'enabled': False}") == []
+    # The MCP SDK brings OpenTelemetry's API (its no-op tracer), never the SDK or an exporter.
+    with_mcp = _imported_after_a_request("mcp={'enabled': True}")
+    assert not [m for m in with_mcp if m.startswith(("opentelemetry.sdk",
+                                                      "opentelemetry.exporter"))]
 
 
 async def test_an_unsampled_request_records_nothing_but_still_continues_the_trace(
