@@ -312,6 +312,7 @@ def test_files_on_s3_are_probed_and_a_wrong_store_fails_with_a_fix(
     assert "AWS_* credentials" in fix_after(lines, "file store")
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("named_by", ["--config", "MEMORY_GATEWAY_CONFIG", "current folder"])
 def test_doctor_says_which_configuration_file_it_read(tmp_path: Path, named_by: str) -> None:
     """The rule: --config FILE, else MEMORY_GATEWAY_CONFIG, else ./config.toml."""
@@ -332,6 +333,7 @@ def test_doctor_says_which_configuration_file_it_read(tmp_path: Path, named_by: 
     assert str(tmp_path / "storage" / "_gateway.db") in done.stdout  # its values were read
 
 
+@pytest.mark.processes
 def test_doctor_without_a_configuration_file_says_how_to_name_one(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
     env["PYTHONPATH"] = str(ROOT)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from tests.processes import ROOT
 
 PIP_OUTPUT = """Obtaining file:///work/checkout
@@ -18,6 +20,7 @@ Successfully installed memory-gateway-0.1.0 starlette-0.46.0
 """
 
 
+@pytest.mark.processes
 def test_progress_keeps_the_lines_that_say_where_the_install_is_and_every_error() -> None:
     result = subprocess.run([str(ROOT / "scripts" / "progress"), "setup-venv"],
                             input=PIP_OUTPUT, capture_output=True, text=True, timeout=30)
