@@ -160,4 +160,6 @@ async def test_two_gateway_processes_on_postgresql_and_s3_serve_one_client(
 
 async def test_the_real_everos_engine(everos: EverosEngine, tmp_path: Path) -> None:
     with gateway(tmp_path, everos.url, log=tmp_path / "gateway.log") as gw:
-        await _add_search_read(gw.url + "/mcp", gw.key("alice"), new_session("mcp"))
+        # A user of its own: the engine is shared by the e2e suite, and other tests search
+        # alice's memories for these words.
+        await _add_search_read(gw.url + "/mcp", gw.key("mcp-agent"), new_session("mcp"))
