@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 
 from tests.e2e.real_engine_helpers import new_session, png
-from tests.everos_engine import EverosEngine
+from tests.everos_engine import everos_engine
 from tests.mcp_helpers import RPC_HEADERS, b64, blob, links, mcp_client, rpc, structured
 from tests.processes import ROOT, dev_engine, free_port, gateway
 from tests.s3_server import S3Server
@@ -49,14 +49,14 @@ async def _add_search_read(url: str, token: str, session: str) -> None:
     and read resources."""
     async with mcp_client(url, token) as client:
         added = await client.call_tool("add_memory", {
-            "session_id": session, "text": "the lighthouse at dusk, lighthouse.png",
-            "files": [{"name": "lighthouse.png", "base64": b64(LIGHTHOUSE)}]})
+            "session_id": session, "text": "the tidepool at noon, tidepool.png",
+            "files": [{"name": "tidepool.png", "base64": b64(LIGHTHOUSE)}]})
         assert not added.is_error, added
         assert not (await client.call_tool("flush_session", {"session_id": session})).is_error
-        found = await _search_until_linked(client, {"query": "lighthouse dusk",
+        found = await _search_until_linked(client, {"query": "tidepool noon",
                                                     "session_id": session})
         [link] = {link.uri: link for link in links(found)}.values()
-        assert link.name == "lighthouse.png" and link.uri.startswith("attachment://")
+        assert link.name == "tidepool.png" and link.uri.startswith("attachment://")
         assert blob(await client.read_resource(link.uri)) == (LIGHTHOUSE, "image/png")
 
         up = structured(await client.call_tool("upload_file", {"name": "trail-map.png",
@@ -75,7 +75,7 @@ async def test_a_serve_process_with_the_dev_engine(tmp_path: Path) -> None:
         await _add_search_read(gw.url + "/mcp", alice, "holiday")
 
         async with mcp_client(gw.url + "/mcp", bob) as other:
-            found = await other.call_tool("search_memory", {"query": "lighthouse"})
+            found = await other.call_tool("search_memory", {"query": "tidepool"})
             assert structured(found)["results"] == []
             assert (await other.list_resources()).resources == []
 
@@ -158,8 +158,9 @@ async def test_two_gateway_processes_on_postgresql_and_s3_serve_one_client(
         assert set(transport.served) == set(ports)
 
 
-async def test_the_real_everos_engine(everos: EverosEngine, tmp_path: Path) -> None:
-    with gateway(tmp_path, everos.url, log=tmp_path / "gateway.log") as gw:
-        # A user of its own: the engine is shared by the e2e suite, and other tests search
-        # alice's memories for these words.
-        await _add_search_read(gw.url + "/mcp", gw.key("mcp-agent"), new_session("mcp"))
+async def test_the_real_everos_engine(tmp_path: Path) -> None:
+    # An engine of its own: after this test, the suite's shared engine answered a later user's
+    # search with no episode for over 30 s (the cause is not yet found).
+    with everos_engine(tmp_path / "everos") as everos, \
+            gateway(tmp_path, everos.url, log=tmp_path / "gateway.log") as gw:
+        await _add_search_read(gw.url + "/mcp", gw.key("alice"), new_session("mcp"))

@@ -71,13 +71,19 @@ def episodes_of(answer: dict[str, Any], session_id: str) -> list[dict[str, Any]]
 def search_until(client: httpx.Client | EverosEngine, path: str, body: dict[str, Any],
                  found: Any) -> dict[str, Any]:
     """The first search answer for which `found(answer)` is truthy."""
+    last: list[Any] = []
+
     def probe() -> dict[str, Any] | None:
         response = client.post(path, json=body) if isinstance(client, httpx.Client) \
             else client.post(path, body)
         assert response.status_code == 200, response.text
         answer: dict[str, Any] = response.json()
+        last[:] = [answer]
         return answer if found(answer) else None
-    return eventually(probe, what=f"search {body}")
+    try:
+        return eventually(probe, what=f"search {body}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last answer: {str(last)[:3000]}") from None
 
 
 def test_an_upload_is_ingested_and_found_with_its_file(front: Front, everos: EverosEngine
