@@ -365,6 +365,17 @@ async def test_export_downloads_the_zip_and_is_audited(
     assert ("console.user_export", "alice") in audit_actions(settings)
 
 
+async def test_export_of_an_id_never_seen_is_404_and_records_nothing(
+    app: Gateway, ops: httpx.AsyncClient, settings: Settings
+) -> None:
+    """The admin API's and the CLI's rule (SPEC §17), in the console's door too."""
+    answer = await ops.post("/console/users/nosuchuser/export", headers=SAME,
+                            data={"csrf_token": await token_of(ops, "/console/users")})
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("text/html")
+    assert [a for a in audit_actions(settings) if a[1] == "nosuchuser"] == []
+
+
 # --- headers, escaping, thumbnails --------------------------------------------------------
 
 

@@ -13,10 +13,10 @@ from gateway.console import guard
 from gateway.console.calls import Refused, as_admin, as_user, query_string
 from gateway.console.rendering import next_url, page
 from gateway.console.thumbnails import raster_type, stored_raster_type
-from gateway.errors import ValidationFailed
+from gateway.errors import NotFound, ValidationFailed
 from gateway.identity.auth import validate_user_id
 from gateway.services import services
-from gateway.store import attachments, audit
+from gateway.store import attachments, audit, user_rows
 from gateway.upstream.flavors import flavor_for
 from gateway.userdata.export import export_archive, primed
 
@@ -121,6 +121,10 @@ async def export_user(request: Request) -> Response:
     who, _ = await guard.change(request)
     user = _user(request)
     svc = services(request)
+    try:
+        await user_rows.require_known(svc.db, user)
+    except NotFound:
+        raise Refused(404, f"no such user: {user}") from None
     chunks = await primed(export_archive(svc.db, svc.files, svc.upstream,
                                          flavor_for(svc.settings), user))
     await audit.record(svc.db, who.key_id, "console.user_export", user)

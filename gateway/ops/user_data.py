@@ -18,7 +18,7 @@ from typing import TextIO
 
 from gateway.attachments.files import create_file_store
 from gateway.config import Settings
-from gateway.errors import GatewayError, NotFound
+from gateway.errors import GatewayError
 from gateway.identity.auth import validate_user_id
 from gateway.store import audit, user_rows
 from gateway.store.database import database_for
@@ -110,8 +110,7 @@ async def _export(settings: Settings, user_id: str, target: Path) -> int:
     partial = target.with_name(f".{target.name}.part")
     size = 0
     async with _opened(settings) as eraser:
-        if not await user_rows.known(eraser.db, user_id):
-            raise NotFound(f"no such user: {user_id}")
+        await user_rows.require_known(eraser.db, user_id)
         with open(partial, "wb") as out:
             async for chunk in export_archive(eraser.db, eraser.files, eraser.upstream,
                                               eraser.flavor, user_id):

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.errors import Forbidden, NotFound
+from gateway.errors import Forbidden
 from gateway.identity.auth import validate_user_id
 from gateway.identity.principal import READ, request_principal, require_admin
 from gateway.routes.common import api, json_response
@@ -53,8 +53,7 @@ async def export_user(request: Request) -> Response:
     admin = require_admin(request.scope)
     user_id = validate_user_id(request.path_params["user_id"])
     svc = services(request)
-    if not await user_rows.known(svc.db, user_id):
-        raise NotFound(f"no such user: {user_id}")
+    await user_rows.require_known(svc.db, user_id)
     archive = await _archive(svc, user_id)
     await audit.record(svc.db, admin.credential_id, "users.export", user_id)
     return archive

@@ -205,6 +205,13 @@ async def begin_erasure(db: Database, user_id: str, admin_key_id: str) -> tuple[
     return _erasure(found), True
 
 
+async def require_known(db: Database, user_id: str) -> None:
+    """NotFound (404) for an id the gateway has never seen (SPEC §17: erase and export of such an
+    id record nothing), for every door: the admin API, the CLI and the console."""
+    if not await known(db, user_id):
+        raise NotFound(f"no such user: {user_id}")
+
+
 async def known(db: Database, user_id: str) -> bool:
     """Whether the gateway has ever seen the user: a key or a row of theirs, or an erasure."""
     if await db.read_one("SELECT 1 FROM user_erasures WHERE user_sha256 = ?",
