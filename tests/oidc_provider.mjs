@@ -1,6 +1,10 @@
 // A real OpenID provider for the JWT tests (oidc-provider, installed by scripts/setup-oidc-provider).
 // It serves discovery, JWKS and the token endpoint (client_credentials with a resource indicator,
-// so access tokens are JWTs), plus a few test-only routes under /_test/:
+// so access tokens are JWTs), and what an MCP client's OAuth login needs: open dynamic client
+// registration (RFC 7591), the authorization-code flow with PKCE, resource indicators (RFC 8707:
+// the access token is a JWT whose `aud` is the resource the client named, the REST audience when
+// it named none), and the provider's own login and consent pages (any login, any password).
+// Test-only routes under /_test/:
 //   POST /_test/mint {sub, scope?, ttl?}  an access token (JWT) for any subject, through the
 //                                          provider's own AccessToken model
 //   POST /_test/sign {header, claims}     those exact claims and header fields, signed RS256 with
@@ -33,8 +37,8 @@ function newKey() {
   return { ...privateKey.export({ format: 'jwk' }), kid: `key-${keyNumber}`, alg: 'RS256', use: 'sig' };
 }
 
-function resourceInfo() {
-  return { scope: SCOPES, audience, accessTokenFormat: 'jwt', accessTokenTTL: 600, jwt: { sign: { alg: 'RS256' } } };
+function resourceInfo(indicator = audience) {
+  return { scope: SCOPES, audience: indicator, accessTokenFormat: 'jwt', accessTokenTTL: 600, jwt: { sign: { alg: 'RS256' } } };
 }
 
 function build() {
@@ -48,14 +52,15 @@ function build() {
       scope: SCOPES,
     }],
     jwks: { keys },
-    scopes: SCOPES.split(' '),
+    scopes: ['openid', 'offline_access', ...SCOPES.split(' ')],
     features: {
-      devInteractions: { enabled: false },
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => audience,
-        getResourceServerInfo: () => resourceInfo(),
+        getResourceServerInfo: (ctx, indicator) => resourceInfo(indicator),
         useGrantedResource: () => true,
       },
     },
