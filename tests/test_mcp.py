@@ -110,6 +110,10 @@ async def test_tools_list_every_tool_with_valid_schemas(gw: Gateway, key: Any) -
         jsonschema.Draft202012Validator.check_schema(tool.output_schema)
         assert tool.input_schema["type"] == tool.output_schema["type"] == "object"
         assert tool.input_schema.get("additionalProperties") is False
+    [get] = [tool for tool in listed.tools if tool.name == "get_memories"]
+    assert set(get.input_schema["properties"]) == {"memory_type", "agent_id", "page",
+                                                   "page_size"}
+    assert get.input_schema["required"] == ["memory_type"]  # agent_id: for an agent's memories
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -190,6 +194,49 @@ async def test_list_sessions_get_memories_and_resolve(gw: Gateway, key: Any) -> 
     async with http(gw, key("alice")) as rest:
         audit = (await rest.get("/chats/chat-1/resolutions")).json()
     assert [row["rawText"] for row in audit["resolutions"]] == ["the left one"]
+
+
+def agent_task(user: str, agent: str, ts: int = 1764547200000) -> list[dict[str, Any]]:
+    """A task the engine keeps as the agent's case: a question, three tool rounds, an answer."""
+    def said(role: str, sender: str, at: int, text: str, **extra: Any) -> dict[str, Any]:
+        return {"role": role, "sender_id": sender, "timestamp": at, "content": text, **extra}
+    rounds = []
+    for i in range(3):
+        call = {"id": f"call{i}", "type": "function",
+                "function": {"name": "tide_table", "arguments": f'{{"day": {i}}}'}}
+        rounds += [said("assistant", agent, ts + 10 * i + 1, "", tool_calls=[call]),
+                   said("tool", agent, ts + 10 * i + 2, "low tide at noon",
+                        tool_call_id=f"call{i}")]
+    return [said("user", user, ts, "when is low tide this week?"), *rounds,
+            said("assistant", agent, ts + 100, "low tide is at noon all week")]
+
+
+async def test_get_memories_of_one_of_the_callers_agents(gw: Gateway, key: Any) -> None:
+    token = key("alice")
+    async with http(gw, token) as rest:
+        agent = (await rest.post("/agents", json={"name": "tides"})).json()["id"]
+        added = await rest.post("/api/v2/memory/add", json={
+            "session_id": "tides", "messages": agent_task("alice", agent)})
+        assert added.status_code == 200, added.text
+        assert (await rest.post("/api/v2/memory/flush",
+                                json={"session_id": "tides"})).status_code == 200
+    async with connect(gw, token) as client:
+        got = await client.call_tool("get_memories", {"memory_type": "agent_case",
+                                                      "agent_id": agent})
+        assert not got.is_error, got
+        [case] = structured(got)["data"]["agent_cases"]
+        assert case["agent_id"] == agent and case["session_id"] == "tides"
+        assert "low tide" in case["task_intent"] and "tide_table" in case["approach"]
+        skills = await client.call_tool("get_memories", {"memory_type": "agent_skill",
+                                                         "agent_id": agent, "page_size": 5})
+        assert not skills.is_error and structured(skills)["data"]["agent_skills"] == []
+        # the caller's own memories take no agent; an agent's need one
+        for arguments in ({"memory_type": "agent_case"}, {"memory_type": "agent_skill"},
+                          {"memory_type": "episode", "agent_id": agent},
+                          {"memory_type": "profile", "agent_id": agent}):
+            error = await rpc_error(client, client.call_tool("get_memories", arguments))
+            assert error["code"] == -32602 and error["data"]["field"] == "agent_id", error
+            assert error["message"].startswith("agent_id: ")
 
 
 # --- errors ---------------------------------------------------------------------------------

@@ -125,6 +125,23 @@ async def test_add_memory_with_alices_files_answers_as_for_made_up_ones(scene: S
     assert structured(await bob.call_tool("list_sessions", {}))["items"] == []
 
 
+async def test_get_memories_of_alices_agent_answers_as_for_a_made_up_one(
+        scene: Scene) -> None:
+    bob, a = scene.bob, scene.alices
+    for memory_type in ("agent_case", "agent_skill"):
+        hers = await tool_error(bob, "get_memories", {"memory_type": memory_type,
+                                                      "agent_id": a.agent_id})
+        made_up = await tool_error(bob, "get_memories", {"memory_type": memory_type,
+                                                         "agent_id": "agt_madeup"})
+        assert hers == made_up
+        assert (hers["status"], hers["code"], hers["field"]) == (403, "forbidden", "agent_id")
+    # alice reaches her agent's memories the same way
+    async with connect(scene.app, scene.alice_token) as alice:
+        got = await alice.call_tool("get_memories", {"memory_type": "agent_case",
+                                                     "agent_id": a.agent_id})
+        assert not got.is_error and structured(got)["data"]["agent_cases"] == []
+
+
 async def test_alices_session_and_agent_are_refused(scene: Scene) -> None:
     bob, a = scene.bob, scene.alices
     into = await tool_error(bob, "add_memory", {"session_id": a.session, "text": "hi"})

@@ -109,10 +109,27 @@ class FlushArgs(Arguments):
     session_id: str = Field(min_length=1, max_length=128)
 
 
+AGENT_MEMORY = frozenset({"agent_case", "agent_skill"})
+
+
 class GetArgs(Arguments):
     memory_type: Literal["episode", "profile", "agent_case", "agent_skill"]
+    # Beyond §19's list: an agent's memories are the engine's under the agent's id, not the user's.
+    agent_id: str | None = Field(None, min_length=1, max_length=128,
+                                 description="one of your agents: whose agent_case or "
+                                             "agent_skill memories (needed for those two, not "
+                                             "taken for episode and profile)")
     page: int = Field(1, ge=1, le=10_000)
     page_size: int = Field(20, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _owner(self) -> GetArgs:
+        if self.memory_type in AGENT_MEMORY and self.agent_id is None:
+            raise ValueError(f"agent_id: {self.memory_type} memories belong to an agent; "
+                             "name one of yours")
+        if self.memory_type not in AGENT_MEMORY and self.agent_id is not None:
+            raise ValueError(f"agent_id: {self.memory_type} memories are yours, not an agent's")
+        return self
 
 
 # --- upload_file ----------------------------------------------------------------------------

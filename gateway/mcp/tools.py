@@ -326,10 +326,13 @@ async def flush_session(caller: Caller, args: FlushArgs) -> Result:
 
 
 async def get_memories(caller: Caller, args: GetArgs) -> Result:
-    """The engine's get through the proxy; its items get their files as a search's do (the
-    search's own rule, gateway/search/answers.py), each with its `uri`."""
+    """The engine's get through the proxy, for the caller or for one of the caller's agents
+    (the route refuses another's, or an unknown one, alike: 403); its items get their files as
+    a search's do (the search's own rule, gateway/search/answers.py), each with its `uri`."""
+    owner = {"agent_id": args.agent_id} if args.agent_id is not None \
+        else {"user_id": caller.user_id}
     answer = await caller.call("POST", GET_PATH, json={
-        "user_id": caller.user_id, "memory_type": args.memory_type, "page": args.page,
+        **owner, "memory_type": args.memory_type, "page": args.page,
         "page_size": args.page_size})
     if not answer.ok:
         return errors.refusal(answer)
@@ -429,7 +432,8 @@ TOOLS: tuple[ToolSpec, ...] = (
              "Have the engine extract memories from a session of yours now.",
              FlushArgs, _engine_answer("the engine's flush answer"), True, flush_session),
     ToolSpec("get_memories",
-             "Page through your memories of one type, each with its files.",
+             "Page through your memories of one type, each with its files; an agent's "
+             "(agent_case, agent_skill) with the agent_id of one of your agents.",
              GetArgs, _engine_answer("the engine's get answer"), False, get_memories),
     ToolSpec("upload_file",
              "Store a file (its memory is extracted too); answers its resource:// uri.",

@@ -170,11 +170,13 @@ async def test_an_oauth_login_through_the_provider_adds_and_finds_an_image(
         assert authorization_url.startswith(oidc.issuer + "/auth?")
         assert asked["resource"] == [public + "/mcp"]
         assert asked["code_challenge_method"] == ["S256"]
-        assert set(asked["scope"][0].split()) >= {"memory:read", "memory:write"}
+        # the metadata's scopes, and offline_access the provider offers (refresh tokens)
+        assert asked["scope"] == ["memory:read memory:write offline_access"]
         assert storage.tokens is not None and storage.client is not None
         claims = claims_of(storage.tokens.access_token)
         assert claims["sub"] == "alice" and claims["aud"] == public + "/mcp"
-        assert claims["iss"] == oidc.issuer
+        assert claims["iss"] == oidc.issuer and claims["scope"] == "memory:read memory:write"
+        assert storage.tokens.refresh_token
 
         # what alice added is hers: the REST surface, with a key of bob's, finds none of it
         with httpx.Client(base_url=gw.url, timeout=20) as rest:
