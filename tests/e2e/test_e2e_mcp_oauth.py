@@ -5,13 +5,14 @@ protected-resource metadata, discovers the provider (tests/oidc_provider.mjs), r
 and logs alice in with the authorization-code flow and PKCE, naming the endpoint as the resource;
 the provider's login and consent pages are filled in as a person would. Then it adds a memory with
 an image, finds it and reads the image's bytes back. A token the same provider issued for the
-REST audience is refused on `/mcp`.
+REST audience is refused on `/mcp`; one it granted `memory:read` only reads there.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
 from collections.abc import AsyncIterator
@@ -61,28 +62,27 @@ class Memory:
         self.client = client_info
 
 
-async def log_in(authorization_url: str, login: str) -> dict[str, str]:
+async def log_in(authorization_url: str, login: str) -> tuple[dict[str, str], list[str]]:
     """What a person does in the browser: open the authorization URL, sign in, consent. The
-    query the provider redirects to REDIRECT with (code, state, iss)."""
+    query the provider redirects to REDIRECT with (code, state, iss), and the pages filled in."""
+    filled: list[str] = []
     async with httpx.AsyncClient(timeout=20, follow_redirects=False) as browser:
         url = authorization_url
         for _ in range(12):
-            answer = await browser.get(url)
-            if answer.is_redirect:
-                url = urljoin(url, answer.headers["location"])
-                if url.startswith(REDIRECT):
-                    return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
-                continue
-            assert answer.status_code == 200, answer.text
-            form = _FORM.search(answer.text)
-            assert form is not None, answer.text
-            fields = ({"prompt": "login", "login": login, "password": "any"}
-                      if 'name="login"' in answer.text else {"prompt": "consent"})
-            posted = await browser.post(urljoin(url, unescape(form.group(1))), data=fields)
-            assert posted.is_redirect, posted.text
-            url = urljoin(url, posted.headers["location"])
             if url.startswith(REDIRECT):
-                return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
+                return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}, filled
+            answer = await browser.get(url)
+            if not answer.is_redirect:
+                assert answer.status_code == 200, answer.text
+                form = _FORM.search(answer.text)
+                assert form is not None, answer.text
+                prompt = "login" if 'name="login"' in answer.text else "consent"
+                fields = {"prompt": prompt, **({"login": login, "password": "any"}
+                                               if prompt == "login" else {})}
+                filled.append(prompt)
+                answer = await browser.post(urljoin(url, unescape(form.group(1))), data=fields)
+                assert answer.is_redirect, answer.text
+            url = urljoin(url, answer.headers["location"])
     raise AssertionError("the login did not reach the redirect URI")
 
 
@@ -92,11 +92,13 @@ class Login:
     def __init__(self, user: str) -> None:
         self.user = user
         self.redirected: list[str] = []
+        self.filled: list[str] = []
         self._answer: dict[str, str] = {}
 
     async def redirect(self, authorization_url: str) -> None:
         self.redirected.append(authorization_url)
-        self._answer = await log_in(authorization_url, self.user)
+        self._answer, filled = await log_in(authorization_url, self.user)
+        self.filled += filled
 
     async def callback(self) -> AuthorizationCodeResult:
         answer = self._answer
@@ -120,21 +122,24 @@ async def oauth_client(url: str, login: Login, storage: Memory) -> AsyncIterator
 
 
 def claims_of(token: str) -> dict[str, object]:
+    """A JWT's claims, unverified (the gateway verifies; the test reads what it was given)."""
     payload = token.split(".")[1]
-    return dict(httpx.Response(200, content=base64.urlsafe_b64decode(
-        payload + "=" * (-len(payload) % 4))).json())
+    claims: dict[str, object] = json.loads(base64.urlsafe_b64decode(
+        payload + "=" * (-len(payload) % 4)))
+    return claims
 
 
-async def token_for(oidc: OidcProvider, client_id: str, resource: str, user: str) -> str:
+async def token_for(oidc: OidcProvider, client_id: str, resource: str, user: str,
+                    scope: str = "memory:read memory:write") -> str:
     """An access token from the provider's authorization-code flow for `resource`."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()
                                          ).decode().rstrip("=")
     query = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT,
              "state": secrets.token_urlsafe(8), "code_challenge": challenge,
-             "code_challenge_method": "S256", "scope": "memory:read memory:write",
+             "code_challenge_method": "S256", "scope": scope,
              "resource": resource}
-    answer = await log_in(f"{oidc.issuer}/auth?{urlencode(query)}", user)
+    answer, _ = await log_in(f"{oidc.issuer}/auth?{urlencode(query)}", user)
     async with httpx.AsyncClient(timeout=20) as http:
         token = await http.post(oidc.issuer + "/token", data={
             "grant_type": "authorization_code", "code": answer["code"],
@@ -166,6 +171,7 @@ async def test_an_oauth_login_through_the_provider_adds_and_finds_an_image(
 
         # one login, through the provider the metadata named, for the endpoint as the resource
         [authorization_url] = login.redirected
+        assert login.filled == ["login", "consent"]  # alice signed in and consented, once
         asked = parse_qs(urlsplit(authorization_url).query)
         assert authorization_url.startswith(oidc.issuer + "/auth?")
         assert asked["resource"] == [public + "/mcp"]
@@ -199,3 +205,18 @@ async def test_an_oauth_login_through_the_provider_adds_and_finds_an_image(
             taken = raw.post("/memories/search", json={"query": "red kite", "user_id": "alice"},
                              headers={"Authorization": f"Bearer {rest_token}"})
             assert taken.status_code == 200 and "kite.png" in taken.text, taken.text
+
+        # a login granted memory:read only reads: a write tool is 403 insufficient_scope
+        reader = await token_for(oidc, storage.client.client_id, public + "/mcp", "alice",
+                                 scope="memory:read")
+        assert claims_of(reader)["scope"] == "memory:read"
+        with httpx.Client(base_url=gw.url, timeout=20,
+                          headers={**RPC_HEADERS, "Authorization": f"Bearer {reader}"}) as raw:
+            read = raw.post("/mcp", json=rpc("tools/call", {
+                "name": "search_memory", "arguments": {"query": "red kite"}}))
+            assert read.status_code == 200 and "kite.png" in read.text, read.text
+            write = raw.post("/mcp", json=rpc("tools/call", {
+                "name": "add_memory", "arguments": {"text": "a second kite"}}))
+            assert write.status_code == 403
+            assert write.headers["www-authenticate"].startswith(
+                'Bearer error="insufficient_scope", scope="memory:write"')
