@@ -3,7 +3,9 @@
 Installed by scripts/setup-oidc-provider into `.node-oidc/`; started by the suite on a free
 loopback port and stopped by PID. `mint(user_id)` gives a JWT access token for any user, issued
 by the provider's own token model and signed with its current key: the credential the isolation
-tests can run under as they run under API keys.
+tests can run under as they run under API keys. It also serves a real login: dynamic client
+registration, the authorization-code flow with PKCE, and its own login and consent pages
+(tests/e2e/test_e2e_mcp_oauth.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tests.processes import ROOT, free_port, stop, wait_until_serving
 FOLDER = ROOT / ".node-oidc"
 SCRIPT = ROOT / "tests" / "oidc_provider.mjs"
 AUDIENCE = "https://memory-gateway.test"
-CLIENT_ID, CLIENT_SECRET = "svc-reporter", "reporter-secret"  # the provider's one client
+CLIENT_ID, CLIENT_SECRET = "svc-reporter", "reporter-secret"  # its pre-registered client
 
 
 @dataclass
