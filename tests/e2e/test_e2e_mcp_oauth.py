@@ -31,7 +31,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from pydantic import AnyUrl
 
 from tests.e2e.real_engine_helpers import png
-from tests.mcp_helpers import RPC_HEADERS, b64, blob, links, rpc
+from tests.mcp_helpers import MODES, RPC_HEADERS, b64, blob, links, rpc
 from tests.oidc_server import OidcProvider
 from tests.processes import dev_engine, free_port, gateway
 
@@ -108,7 +108,8 @@ class Login:
 
 
 @asynccontextmanager
-async def oauth_client(url: str, login: Login, storage: Memory) -> AsyncIterator[Client]:
+async def oauth_client(url: str, login: Login, storage: Memory, mode: str
+                       ) -> AsyncIterator[Client]:
     """The SDK's client of `url` with nothing but its OAuth support: no credential given."""
     auth = OAuthClientProvider(
         server_url=url, storage=storage, redirect_handler=login.redirect,
@@ -117,7 +118,8 @@ async def oauth_client(url: str, login: Login, storage: Memory) -> AsyncIterator
                                             redirect_uris=[AnyUrl(REDIRECT)],
                                             token_endpoint_auth_method="none"))
     http = httpx2.AsyncClient(auth=auth, timeout=60)
-    async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode,
+                            cache=None) as client:
         yield client
 
 
@@ -149,15 +151,16 @@ async def token_for(oidc: OidcProvider, client_id: str, resource: str, user: str
     return str(token.json()["access_token"])
 
 
+@pytest.mark.parametrize("mode", MODES)  # the 2026-07-28 envelope, and the handshake era
 async def test_an_oauth_login_through_the_provider_adds_and_finds_an_image(
-        tmp_path: Path, oidc: OidcProvider) -> None:
+        tmp_path: Path, oidc: OidcProvider, mode: str) -> None:
     port = free_port()
     public = f"http://127.0.0.1:{port}"
     with dev_engine(tmp_path) as engine_url, gateway(
             tmp_path, engine_url, port=port, MEMORY_GATEWAY_SERVER_PUBLIC_URL=public,
             **oidc.gateway_env()) as gw:
         login, storage = Login("alice"), Memory()
-        async with oauth_client(gw.url + "/mcp", login, storage) as client:
+        async with oauth_client(gw.url + "/mcp", login, storage, mode) as client:
             added = await client.call_tool("add_memory", {
                 "session_id": "kites", "text": "the red kite over the dunes, kite.png",
                 "files": [{"name": "kite.png", "base64": b64(KITE)}]})
