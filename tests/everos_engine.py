@@ -30,6 +30,14 @@ EVEROS = VENV / "bin" / "everos"
 TOKENIZER_CACHE = VENV / "tiktoken-cache"
 VERSION = "1.5.1"
 STARTUP_TIMEOUT_S = 60.0
+# How long the engine's keyword (BM25) search may miss an episode it has already indexed: it
+# merges new rows into its full-text index with LanceDB's `optimize()`, at most once a minute
+# per table (everos memory/cascade/worker.py, DEFAULT_OPTIMIZE_MIN_INTERVAL_SECONDS), and until
+# then LanceDB's scan of the unmerged rows drops some of them (docs/engines.md, "A fresh episode
+# can be missing from search for up to a minute").
+INDEX_LAG_S = 60.0
+# A poll for a search hit waits past that lag, whatever the shared engine wrote just before.
+SEARCH_TIMEOUT_S = INDEX_LAG_S + 30.0
 CAPABILITIES = ("llm", "embed", "rerank", "multimodal_llm", "parser")
 # Variables of the suite's own processes that must not leak into the engine's.
 FOREIGN_PREFIXES = ("MEMORY_GATEWAY_", "EVEROS_", "PYTHON", "VIRTUAL_ENV")
@@ -130,10 +138,11 @@ def everos_engine(folder: Path) -> Iterator[EverosEngine]:
             _stop(proc)
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float = 30.0,
+def eventually(probe: Callable[[], T | None], *, timeout: float = SEARCH_TIMEOUT_S,
                what: str = "the engine", interval: float = 0.2) -> T:
     """Poll `probe` until it returns something other than None (the engine indexes what it
-    extracted in the background, so a search sees it a moment after the flush)."""
+    extracted in the background, so a search sees it a moment after the flush, and its keyword
+    search may take up to INDEX_LAG_S more)."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()

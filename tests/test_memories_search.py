@@ -228,6 +228,37 @@ async def test_engine_path_keeps_the_engine_shape_with_attachments_added(
     assert body["data"]["episodes"] == [] and body["data"]["unprocessed_messages"] == []
 
 
+async def test_an_episode_the_engine_finds_late_is_relayed_as_each_answer_comes(
+    alice: httpx.AsyncClient, engine: respx.MockRouter
+) -> None:
+    """EverOS 1.5.1's keyword search may miss a fresh episode for up to a minute
+    (docs/engines.md): each search goes upstream as the client sent it, an empty answer comes
+    back empty, and nothing of it is kept: the next answer's episode carries its file."""
+    engine_ok(engine)
+    uploaded = (await alice.post(
+        "/resources", files={"file": ("lighthouse-at-dusk.png", PNG, "image/png")})).json()
+    found = {"session_id": uploaded["session_id"],
+             "episode": "Uploaded file: lighthouse-at-dusk.png"}
+    route = engine.post("/api/v2/memory/search").mock(side_effect=[
+        httpx.Response(200, json=episodes()), httpx.Response(200, json=episodes()),
+        httpx.Response(200, json=episodes(found)), httpx.Response(200, json=episodes(found))])
+    query = b'{"query": "lighthouse dusk", "user_id": "alice"}'
+
+    async def search(path: str) -> Any:
+        response = await alice.post(path, content=query,
+                                    headers={"Content-Type": "application/json"})
+        assert response.status_code == 200, response.text
+        assert route.calls.last.request.content == query
+        return response.json()
+
+    assert await search("/api/v2/memory/search") == episodes()
+    assert await search("/memories/search") == {"results": [], "total": 0}
+    [episode] = (await search("/api/v2/memory/search"))["data"]["episodes"]
+    assert [a["name"] for a in episode["attachments"]] == ["lighthouse-at-dusk.png"]
+    [result] = (await search("/memories/search"))["results"]
+    assert [a["name"] for a in result["attachments"]] == ["lighthouse-at-dusk.png"]
+
+
 async def test_resource_search_returns_uri_only_when_filename_occurs(
     alice: httpx.AsyncClient, engine: respx.MockRouter, settings: Settings
 ) -> None:
