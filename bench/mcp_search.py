@@ -1,8 +1,12 @@
-"""MCP search benchmark (SPEC §19): `search_memory` on `/mcp` against the REST search it mirrors.
+"""MCP search benchmark (SPEC §14, §19): `search_memory` on `/mcp` against the REST search it
+mirrors, same engine, same run.
 
-One gateway process in front of the dev engine (a real engine process, not a fake answer); one
-user with a few sessions, each holding an image, so every search finds episodes with
-attachments (resource links on the MCP side). The same query is sent alternately as
+One gateway process (bench/harness.py: its shipped log level, a user key) in front of each engine
+named by `--engine`: `dev` (the dev engine, whose answers take a few ms: the gateway's own cost
+dominates, the worst case for the ratio) and `everos` (EverOS 1.5.1 with the stand-in model
+server, started as bench/engine_latency.py starts it: where SPEC §14 puts the bar). One user
+with a few sessions, each holding an image, so every search finds episodes with attachments
+(resource links on the MCP side). The same query is sent alternately as
 `POST /memories/search` and as a `tools/call` of `search_memory`, one request at a time over one
 keep-alive connection each, in the 2026-07-28 per-request envelope (what the SDK's client sends
 by default) and in the stateless handshake era (`MCP-Protocol-Version: 2025-06-18`). Two
@@ -10,65 +14,72 @@ figures per kind: the median latency and the ratio of the medians (bar: ≤ 1.3�
 gateway process's CPU time per request (from /proc, over alternated blocks of requests): what a
 call costs the gateway, the figure that moves least when other processes share the machine.
 
-    .venv/bin/python bench/mcp_search.py [--requests 300]
+    .venv/bin/python bench/mcp_search.py [--engine dev,everos] [--requests 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import PYTHON, ROOT, cpu_seconds, free_port, process, wait_for_port  # noqa: E402
+from harness import (  # noqa: E402
+    PYTHON,
+    cpu_seconds,
+    free_port,
+    gateway_process,
+    process,
+    wait_for_port,
+)
+
+from tests import everos_engine as engine_process  # noqa: E402
+from tests.e2e.real_engine_helpers import png  # noqa: E402
+from tests.everos_engine import eventually, everos_engine  # noqa: E402
 
 BLOCK = 50  # requests per CPU-time block
 
 MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
-PNG = b"\x89PNG\r\n\x1a\n" + b"lighthouse" * 50
 QUERY = "lighthouse"
 
 
-def _env(tmp: Path, port: int, engine_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_GATEWAY_")}
-    env.update({
-        "MEMORY_GATEWAY_SERVER_PORT": str(port),
-        "MEMORY_GATEWAY_UPSTREAM_BASE_URL": engine_url,
-        "MEMORY_GATEWAY_STORAGE_ROOT": str(tmp / "storage"),
-        "MEMORY_GATEWAY_STORAGE_DATABASE": str(tmp / "storage" / "gw.db"),
-        "MEMORY_GATEWAY_SERVER_PUBLIC_URL": f"http://127.0.0.1:{port}",
-        "MEMORY_GATEWAY_SERVER_LOG_LEVEL": "warning",
-    })
-    return env
-
-
-def _key(env: dict[str, str], user: str) -> str:
-    out = subprocess.run([PYTHON, "-m", "gateway", "keys", "create", "--user", user], env=env,
-                         cwd=ROOT, capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+USER = "bench"  # the harness's key is this user's
+SEARCH = {"query": QUERY, "user_id": USER, "top_k": 10}
 
 
 def _seed(rest: httpx.Client) -> None:
+    """Five sessions with an image each, extracted and searchable (the real engine indexes in
+    the background: its search finds them a moment after the flush)."""
     for n in range(5):
         session = f"trip-{n}"
         added = rest.post("/memories/add", json={"session_id": session, "messages": [{
-            "role": "user", "sender_id": "alice", "timestamp": 1_780_000_000_000 + n,
+            "role": "user", "sender_id": USER, "timestamp": 1_780_000_000_000 + n,
             "content": [{"type": "text", "text": f"the {QUERY} at dusk, day {n}, photo{n}.png"},
-                        {"type": "image", "base64": base64.b64encode(PNG).decode(),
+                        {"type": "image",  # a PNG the real engine's parser opens
+                         "base64": base64.b64encode(png(4, 1, shade=90 + n)).decode(),
                          "name": f"photo{n}.png", "ext": "png"}]}]})
         added.raise_for_status()
         rest.post("/api/v2/memory/flush", json={"session_id": session}).raise_for_status()
+
+    def found() -> bool | None:
+        answer = rest.post("/memories/search", json=SEARCH)
+        answer.raise_for_status()
+        results = answer.json()["results"]
+        return True if results and results[0]["attachments"] else None
+
+    eventually(found, timeout=120, what="the seeded episodes with their images")
 
 
 def _mcp_request(version: str, request_id: int) -> tuple[dict[str, Any], dict[str, str]]:
@@ -87,33 +98,54 @@ def _timed(call: Any) -> float:
     return time.perf_counter() - began
 
 
+@contextmanager
+def dev_engine(folder: Path) -> Iterator[str]:
+    port = free_port()
+    with process([PYTHON, "-m", "gateway", "dev-upstream", "--port", str(port),
+                  "--database", str(folder / "engine.db")]):
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def real_engine(folder: Path) -> Iterator[str]:
+    engine_process.STARTUP_TIMEOUT_S = 240.0  # the suite's 60 s is short on a loaded host
+    with everos_engine(folder) as engine:
+        yield engine.url
+
+
+ENGINES: dict[str, Callable[[Path], Any]] = {"dev": dev_engine, "everos": real_engine}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", default="dev,everos",
+                        help="engines to measure, in this order: dev, everos")
     parser.add_argument("--requests", type=int, default=300, help="of each kind (after warm-up)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        tmp = Path(folder)
-        engine_port, port = free_port(), free_port()
-        env = _env(tmp, port, f"http://127.0.0.1:{engine_port}")
-        with process([PYTHON, "-m", "gateway", "dev-upstream", "--port", str(engine_port),
-                      "--database", str(tmp / "engine.db")], env):
-            wait_for_port(engine_port)
-            with process([PYTHON, "-m", "gateway", "serve"], env) as gateway:
-                wait_for_port(port)
-                _run(env, port, args.requests, gateway.pid)
+    engines = [name for name in args.engine.split(",") if name]
+    unknown = set(engines) - set(ENGINES)
+    if unknown:
+        parser.error(f"no engine named {', '.join(sorted(unknown))} (dev, everos)")
+    reports = []
+    for name in engines:
+        with tempfile.TemporaryDirectory(prefix="mgw-bench-mcp-") as folder, \
+                ENGINES[name](Path(folder)) as engine_url, \
+                gateway_process(engine_url) as (url, key, gateway):
+            reports.append((name, _run(url, key, args.requests, gateway.pid)))
+    for name, lines in reports:
+        print(f"engine {name}: " + "\n".join(lines))
 
 
-def _run(env: dict[str, str], port: int, count: int, pid: int) -> None:
-    token = _key(env, "alice")
-    base = f"http://127.0.0.1:{port}"
+def _run(base: str, token: str, count: int, pid: int) -> list[str]:
+    """Report lines: medians and CPU per request of each kind, and their ratios to REST."""
     auth = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=base, headers=auth, timeout=30) as rest, \
             httpx.Client(base_url=base, headers=auth, timeout=30) as mcp:
         _seed(rest)
-        search = {"query": QUERY, "user_id": "alice", "top_k": 10}
 
         def rest_call() -> None:
-            answer = rest.post("/memories/search", json=search)
+            answer = rest.post("/memories/search", json=SEARCH)
             assert answer.status_code == 200 and answer.json()["results"][0]["attachments"]
 
         def mcp_call(version: str) -> Any:
@@ -141,13 +173,15 @@ def _run(env: dict[str, str], port: int, count: int, pid: int) -> None:
                 cpu[name].append((cpu_seconds(pid) - began) / BLOCK)
     rest_median = statistics.median(times["rest"])
     rest_cpu = statistics.fmean(cpu["rest"])
-    print(f"{len(times['rest'])} requests of each kind, in alternated blocks of {BLOCK}, "
-          "one at a time")
+    lines = [f"{len(times['rest'])} requests of each kind, in alternated blocks of {BLOCK}, "
+             "one at a time"]
     for name, values in times.items():
         median = statistics.median(values)
         cost = statistics.fmean(cpu[name])  # CPU ticks are 10 ms: the mean of all blocks
-        print(f"  {name:18s} median {median * 1000:6.2f} ms (x{median / rest_median:4.2f})   "
-              f"gateway CPU {cost * 1000:5.2f} ms/request (x{cost / rest_cpu:4.2f})")
+        lines.append(f"  {name:18s} median {median * 1000:7.2f} ms (x{median / rest_median:4.2f})"
+                     f"   gateway CPU {cost * 1000:5.2f} ms/request (x{cost / rest_cpu:4.2f})")
+    print("\n".join(lines), flush=True)
+    return lines
 
 
 if __name__ == "__main__":

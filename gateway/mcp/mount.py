@@ -28,10 +28,11 @@ from gateway.errors import InsufficientScope, MethodNotAllowed, Unauthorized, er
 from gateway.identity import acting
 from gateway.identity.principal import ALL_SCOPES, PRINCIPAL_KEY, READ, WRITE, Principal
 from gateway.mcp.errors import INSUFFICIENT_SCOPE
+from gateway.mcp.exchange import SingleExchange
 from gateway.mcp.metadata import READ_SCOPE, WRITE_SCOPE, Endpoint
 from gateway.mcp.server import build_server
 from gateway.mcp.tools import BY_NAME
-from gateway.serving.asgi import JSON_TYPE, header, read_body, send_bytes
+from gateway.serving.asgi import JSON_TYPE, declared_length, header, read_body, send_bytes
 
 if TYPE_CHECKING:
     from gateway.services import Host
@@ -51,6 +52,8 @@ class McpDoor:
             allowed_hosts=self.endpoint.allowed_hosts(),
             allowed_origins=self.endpoint.allowed_origins(),
         )
+        # Plain POSTs are single exchanges through the SDK's kernel; None: all to its transport
+        self.exchange: SingleExchange | None = SingleExchange(self._server, self._security)
         self._manager: StreamableHTTPSessionManager | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -76,6 +79,8 @@ class McpDoor:
         if not ready.is_set():
             waiting.cancel()
             await task  # raises what stopped it
+        if self.exchange is not None:  # the state of the server's lifespan the manager entered
+            self.exchange.lifespan_state = manager._lifespan_state
         self._manager, self._stop, self._task = manager, stop, task
 
     async def stop(self) -> None:
@@ -98,12 +103,21 @@ class McpDoor:
         manager = self._manager
         if manager is None:
             raise RuntimeError("the MCP endpoint is not started")
-        if scope["method"] == "POST" and not principal.scopes >= ALL_SCOPES:
+        if scope["method"] == "POST":
+            limit = self.gateway.settings.limits.max_body_bytes
+            partial = not principal.scopes >= ALL_SCOPES
+            declared = declared_length(scope)
+            body = None
+            if partial or (self.exchange is not None and declared is not None
+                           and declared <= limit):  # else the SDK's own limit answers
+                body = await read_body(scope, receive, limit)
             # a credential that lacks a scope: what the message calls decides (403 or on)
-            body = await read_body(scope, receive, self.gateway.settings.limits.max_body_bytes)
-            if not await self._in_scope(principal, body, scope, send):
+            if partial and not await self._in_scope(principal, body or b"", scope, send):
                 return
-            receive = _replay(body, receive)
+            if body is not None:
+                if self.exchange is not None and await self.exchange.answer(scope, body, send):
+                    return
+                receive = _replay(body, receive)
         await manager.handle_request(scope, receive, send)
 
     async def _metadata(self, scope: Scope, send: Send) -> None:

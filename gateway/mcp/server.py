@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types import methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from gateway.identity.principal import PRINCIPAL_KEY, Principal
@@ -82,7 +84,36 @@ def build_server(gateway: Host, version: str) -> Server[Any]:
     )
     # Registered as a plain handler: its results are wire dicts (gateway/mcp/tools.py).
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
-    # The SDK's default OpenTelemetry span per message: the gateway's own access log and
-    # metrics already cover each request, and the tool's REST call.
-    server.middleware = []
+    stamp = server.server_info_stamp  # fixed at construction, as the SDK stamps it
+
+    async def tool_results_as_built(ctx: ServerRequestContext[Any, Any],
+                                    call_next: CallNext) -> HandlerResult:
+        """`tools/call` as the SDK's kernel runs it (the request's surface check, then the
+        handler), its result sent as built: the SDK would check and re-dump each result
+        against the protocol's schema (a tenth of a millisecond for a search's), and the
+        results of gateway/mcp/tools.py are in that shape by construction
+        (tests/test_mcp_exchange.py holds them to what the SDK makes of them). A request the
+        surface refuses goes the SDK's way, for its own error."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        version = ctx.protocol_version
+        try:
+            methods.validate_client_request("tools/call", version, ctx.params)
+            params = types.CallToolRequestParams.model_validate(ctx.params or {}, by_name=False)
+        except (KeyError, ValueError):  # ValidationError is a ValueError
+            return await call_next(ctx)
+        return as_built(version, await call_tool(ctx, params), stamp)
+
+    # The SDK's default OpenTelemetry span per message is left out: the gateway's own access
+    # log and metrics already cover each request, and the tool's REST call.
+    server.middleware = [tool_results_as_built]
     return server
+
+
+def as_built(version: str, result: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
+    """A tool result in the wire form `ServerRunner._serialize` gives it at `version`: the
+    handshake eras have no `resultType`; the 2026-07-28 era carries the server's identity in
+    `_meta` (spec #3002)."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return {**result, "_meta": {types.SERVER_INFO_META_KEY: stamp}}
+    return {key: value for key, value in result.items() if key != "resultType"}
