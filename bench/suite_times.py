@@ -7,6 +7,11 @@ A last row gives the totals and each run's wall time as pytest reported it. Fail
 tests are counted and named below the table: a faster run that fails proves nothing.
 
     .venv/bin/python bench/suite_times.py /tmp/before.xml /tmp/after.xml
+
+`--modules` gives one row per test module instead of per folder. `--exclude TEXT` (repeatable)
+leaves out the tests whose `module::name` contains TEXT, e.g. the modules that build a client
+venv on first use (`test_clients_more`, `test_readme_snippets`: a minute or two of pip each,
+once per checkout) when one run built them and the other did not.
 """
 
 from __future__ import annotations
@@ -36,12 +41,23 @@ def folder_of(classname: str) -> str:
     return "/".join(parts[:-1]) or "."
 
 
-def read(path: Path) -> Run:
+def module_of(classname: str) -> str:
+    """`tests.e2e.test_clients` (or `tests.test_x.TestClass`) → `tests/e2e/test_clients.py`."""
+    parts = classname.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("test_"):
+            return "/".join(parts[:index + 1]) + ".py"
+    return classname
+
+
+def read(path: Path, exclude: tuple[str, ...] = (), by_module: bool = False) -> Run:
     root = ElementTree.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     run = Run(path.name, wall_s=sum(float(suite.get("time", 0)) for suite in suites))
     for case in root.iter("testcase"):
-        folder = folder_of(case.get("classname", ""))
+        if any(text in f"{case.get('classname')}::{case.get('name')}" for text in exclude):
+            continue
+        folder = (module_of if by_module else folder_of)(case.get("classname", ""))
         run.seconds[folder] += float(case.get("time", 0))
         run.tests[folder] += 1
         if case.find("failure") is not None or case.find("error") is not None:
@@ -74,8 +90,15 @@ def table(runs: list[Run]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("junit", nargs="+", type=Path, help="pytest --junitxml files, in order")
+    parser.add_argument("--exclude", action="append", default=[], metavar="TEXT",
+                        help="leave out tests whose module::name contains TEXT")
+    parser.add_argument("--modules", action="store_true", help="one row per test module")
     args = parser.parse_args()
-    print(table([read(path) for path in args.junit]))
+    runs = [read(path, tuple(args.exclude), args.modules) for path in args.junit]
+    print(table(runs))
+    if args.exclude:
+        print("left out: tests matching " + ", ".join(map(repr, args.exclude))
+              + " (the wall time is the whole run's)")
 
 
 if __name__ == "__main__":
