@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from gateway.cli import build_parser, keys_command
+from gateway.config import config_file, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,9 +68,19 @@ class GatewayProcess:
     proc: subprocess.Popen[bytes]
 
     def key(self, user_id: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "gateway", "keys", "create", "--user", user_id],
-                             env=self.env, cwd=ROOT, capture_output=True, text=True, check=True)
-        return out.stdout.strip().splitlines()[-1]
+        """A user key made by `memory-gateway keys create --user USER_ID`'s own code (the
+        same row and audit entry, on this gateway's configuration), run in this process: a
+        Python start per key cost 1-4 s. The command as a process is tests/test_auth.py's and
+        tests/test_cli.py's."""
+        path, _ = config_file(None, self.env)
+        settings = load_settings(path, self.env)
+        args = build_parser().parse_args(["keys", "create", "--user", user_id])
+        args.config = path
+        out = io.StringIO()
+        with redirect_stdout(out), redirect_stderr(io.StringIO()) as err:
+            code = keys_command(settings, args)
+        assert code == 0, err.getvalue()
+        return out.getvalue().strip().splitlines()[-1]
 
 
 # The hosts these tests name for files on the web resolve nowhere (and the machine may have no

@@ -21,7 +21,7 @@ from mcp import Client
 from tests.e2e.real_engine_helpers import new_session, png
 from tests.everos_engine import SEARCH_TIMEOUT_S, EverosEngine
 from tests.mcp_helpers import RPC_HEADERS, b64, blob, links, mcp_client, rpc, structured
-from tests.processes import ROOT, dev_engine, free_port, gateway
+from tests.processes import ROOT, free_port, gateway
 from tests.s3_server import S3Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -66,11 +66,12 @@ async def _add_search_read(url: str, token: str, session: str) -> None:
         assert blob(await client.read_resource(up["uri"])) == (MAP, "image/png")
 
 
-async def test_a_serve_process_with_the_dev_engine(tmp_path: Path) -> None:
+async def test_a_serve_process_with_the_dev_engine(tmp_path: Path,
+                                                  module_dev_engine: str) -> None:
     port = free_port()
     public = f"http://127.0.0.1:{port}"
-    with dev_engine(tmp_path) as engine_url, gateway(
-            tmp_path, engine_url, port=port, MEMORY_GATEWAY_SERVER_PUBLIC_URL=public) as gw:
+    with gateway(tmp_path, module_dev_engine, port=port,
+                 MEMORY_GATEWAY_SERVER_PUBLIC_URL=public) as gw:
         alice, bob = gw.key("alice"), gw.key("bob")
         await _add_search_read(gw.url + "/mcp", alice, "holiday")
 
@@ -105,10 +106,9 @@ def _read_key(env: dict[str, str], user: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-async def test_two_workers_answer_the_calls(tmp_path: Path) -> None:
-    with dev_engine(tmp_path) as engine_url, gateway(
-            tmp_path, engine_url, MEMORY_GATEWAY_SERVER_WORKERS="2") as gw:
-        await _add_search_read(gw.url + "/mcp", gw.key("alice"), "workers")
+async def test_two_workers_answer_the_calls(tmp_path: Path, module_dev_engine: str) -> None:
+    with gateway(tmp_path, module_dev_engine, MEMORY_GATEWAY_SERVER_WORKERS="2") as gw:
+        await _add_search_read(gw.url + "/mcp", gw.key("erin"), "workers")  # a user of its own
 
 
 class Alternating(httpx2.AsyncBaseTransport):
@@ -131,16 +131,16 @@ class Alternating(httpx2.AsyncBaseTransport):
 
 @pytest.mark.parametrize("database_backend", ["postgresql"], indirect=True)
 async def test_two_gateway_processes_on_postgresql_and_s3_serve_one_client(
-        tmp_path: Path, s3_server: S3Server, on_database: dict[str, str]) -> None:
+        tmp_path: Path, s3_server: S3Server, on_database: dict[str, str],
+        module_dev_engine: str) -> None:
     shared = {**s3_server.env(), **on_database,
               "MEMORY_GATEWAY_STORAGE_FILES": f"s3://{s3_server.bucket}/mcp-{secrets.token_hex(4)}",
               "MEMORY_GATEWAY_STORAGE_S3_ENDPOINT_URL": s3_server.endpoint_url}
-    with dev_engine(tmp_path) as engine_url, \
-            gateway(tmp_path / "one", engine_url, **shared) as first, \
-            gateway(tmp_path / "two", engine_url, **shared) as second:
+    with gateway(tmp_path / "one", module_dev_engine, **shared) as first, \
+            gateway(tmp_path / "two", module_dev_engine, **shared) as second:
         ports = [int(first.url.rsplit(":", 1)[1]), int(second.url.rsplit(":", 1)[1])]
         transport = Alternating(ports)
-        token = first.key("alice")
+        token = first.key("frank")  # a user of its own on the module's engine
         async with mcp_client(first.url + "/mcp", token, transport=transport) as client:
             added = await client.call_tool("add_memory", {
                 "session_id": "shared", "text": "the lighthouse at dusk, lighthouse.png",

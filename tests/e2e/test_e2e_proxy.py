@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import BACKENDS
-from tests.processes import dev_engine, free_port, gateway
+from tests.processes import free_port, gateway
 
 pytestmark = pytest.mark.e2e
 BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=True)
@@ -16,20 +16,22 @@ BOTH_DATABASES = pytest.mark.parametrize("database_backend", BACKENDS, indirect=
 
 @BOTH_DATABASES
 def test_add_then_flush_then_search_through_the_gateway(
-    tmp_path: Path, on_database: dict[str, str]
+    tmp_path: Path, on_database: dict[str, str], database_backend: str, module_dev_engine: str
 ) -> None:
-    with dev_engine(tmp_path) as engine_url, gateway(tmp_path, engine_url, **on_database) as gw:
-        headers = {"Authorization": f"Bearer {gw.key('alice')}"}
+    # A user and a session of its own on the module's engine.
+    alice, trip = f"alice-{database_backend}", f"trip-{database_backend}"
+    with gateway(tmp_path, module_dev_engine, **on_database) as gw:
+        headers = {"Authorization": f"Bearer {gw.key(alice)}"}
         with httpx.Client(base_url=gw.url, headers=headers, timeout=10) as client:
             added = client.post("/api/v2/memory/add", json={
-                "session_id": "trip", "messages": [
-                    {"role": "user", "sender_id": "alice", "timestamp": 1764547200000,
+                "session_id": trip, "messages": [
+                    {"role": "user", "sender_id": alice, "timestamp": 1764547200000,
                      "content": "We hiked Mount Tamalpais"}]})
             assert added.status_code == 200, added.text
-            flushed = client.post("/api/v2/memory/flush", json={"session_id": "trip"})
+            flushed = client.post("/api/v2/memory/flush", json={"session_id": trip})
             assert flushed.status_code == 200, flushed.text
             found = client.post("/api/v2/memory/search",
-                                json={"query": "Tamalpais", "user_id": "alice"})
+                                json={"query": "Tamalpais", "user_id": alice})
             assert found.status_code == 200, found.text
             assert "x-request-id" in found.headers
             assert found.text.count("Tamalpais") >= 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from gateway.config import Settings
 from gateway.routes.common import MAX_BODY_DEPTH
 from tests.attachment_helpers import engine_ok, files_under, rows
 from tests.conftest import ENGINE
-from tests.processes import free_port, gateway
+from tests.processes import GatewayProcess, free_port, gateway
 from tests.reliability.support import assert_error_shape, auth
 
 pytestmark = [pytest.mark.reliability, pytest.mark.both_databases]
@@ -183,23 +183,31 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, Any]]:
     return int(head.split(b" ")[1]), json.loads(rest[:length])
 
 
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayProcess, str]]:
+    """One gateway process (its engine unreachable: nothing here reaches it) and alice's key,
+    for the module's tests of bodies refused while still being sent."""
+    tmp = tmp_path_factory.mktemp("oversized")
+    with gateway(tmp, f"http://127.0.0.1:{free_port()}") as gw:
+        yield gw, gw.key("alice")
+
+
 @pytest.mark.parametrize(("path", "content_type"), [
     ("/resources", "multipart/form-data; boundary=B"),
     ("/memories/add", "application/json"),
     ("/agents", "application/json"),
 ])
 def test_an_oversized_body_is_refused_while_it_is_still_being_sent(
-    tmp_path: Path, path: str, content_type: str
+    live: tuple[GatewayProcess, str], path: str, content_type: str
 ) -> None:
     """1 GiB declared, 1 KiB sent: the 413 comes back without the rest ever being sent."""
-    with gateway(tmp_path, f"http://127.0.0.1:{free_port()}") as gw:
-        key = gw.key("alice")
-        port = int(gw.url.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n"
-                         f"Authorization: {auth(key)['Authorization']}\r\n"
-                         f"Content-Type: {content_type}\r\nContent-Length: {2**30}\r\n\r\n"
-                         .encode() + b"x" * 1024)
-            status, body = read_response(sock)
-        assert status == 413 and body["error"]["code"] == "payload_too_large"
-        assert files_under(tmp_path / "storage" / "alice") == []
+    gw, key = live
+    port = int(gw.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: {auth(key)['Authorization']}\r\n"
+                     f"Content-Type: {content_type}\r\nContent-Length: {2**30}\r\n\r\n"
+                     .encode() + b"x" * 1024)
+        status, body = read_response(sock)
+    assert status == 413 and body["error"]["code"] == "payload_too_large"
+    assert files_under(Path(gw.env["MEMORY_GATEWAY_STORAGE_ROOT"]) / "alice") == []
