@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
 from gateway.store import agents, messages
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, keyset_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -125,10 +125,8 @@ async def list_page(
         params += [after.key, after.id]
     sql += " ORDER BY am.created_at_ms DESC, am.id DESC LIMIT ?"
     rows = await db.read(sql, (*params, limit + 1))
-    found = [_memory(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].created_at_ms, found[-1].id)
+    return keyset_page([_memory(row) for row in rows], limit,
+                       lambda memory: (memory.created_at_ms, memory.id))
 
 
 async def for_prompt(db: Database, user_id: str, agent_id: str, limit: int) -> list[AgentMemory]:

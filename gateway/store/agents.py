@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import NotFound
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, keyset_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -74,10 +74,8 @@ async def list_page(
         params += [after.key, after.id]
     sql += " ORDER BY activity_at_ms DESC, id DESC LIMIT ?"
     rows = await db.read(sql, (*params, limit + 1))
-    found = [_agent(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].activity_at_ms, found[-1].id)
+    return keyset_page([_agent(row) for row in rows], limit,
+                       lambda agent: (agent.activity_at_ms, agent.id))
 
 
 async def update(

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from gateway.errors import NotFound
 from gateway.store import agents
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, keyset_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -111,10 +111,8 @@ async def list_for_agent(
         params += [after.key, after.id]
     sql += " ORDER BY updated_at_ms DESC, id DESC LIMIT ?"
     rows = await db.read(sql, (*params, limit + 1))
-    found = [conversation_from_row(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].updated_at_ms, found[-1].id)
+    return keyset_page([conversation_from_row(row) for row in rows], limit,
+                       lambda conversation: (conversation.updated_at_ms, conversation.id))
 
 
 async def delete(db: Database, user_id: str, conversation_id: str) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, TypeVar
 
 from gateway.errors import ValidationFailed
 
 MAX_CURSOR_CHARS = 512
+T = TypeVar("T")
 _INT64 = 2**63
 
 
@@ -48,3 +50,13 @@ def decode_cursor(cursor: str, field: str) -> Cursor:
     except UnicodeEncodeError:
         raise invalid from None
     return Cursor(key, item_id)
+
+
+def keyset_page(found: Sequence[T], limit: int, key: Callable[[T], tuple[int, str]]
+                ) -> tuple[list[T], str | None]:
+    """A page read as `LIMIT limit + 1`: its first `limit` items, and the cursor after the last
+    of them (`key`: its sort key and id) when the extra row says there is more."""
+    page = list(found[:limit])
+    if len(found) <= limit or not page:
+        return page, None
+    return page, encode_cursor(*key(page[-1]))
