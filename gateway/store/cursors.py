@@ -10,9 +10,12 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from gateway.errors import ValidationFailed
+
+if TYPE_CHECKING:
+    from gateway.store.database import Database, Row
 
 MAX_CURSOR_CHARS = 512
 T = TypeVar("T")
@@ -60,3 +63,17 @@ def keyset_page(found: Sequence[T], limit: int, key: Callable[[T], tuple[int, st
     if len(found) <= limit or not page:
         return page, None
     return page, encode_cursor(*key(page[-1]))
+
+
+async def read_page(db: Database, sql: str, params: Sequence[Any], by: tuple[str, str],
+                    after: Cursor | None, limit: int, item: Callable[[Row], T],
+                    key: Callable[[T], tuple[int, str]]) -> tuple[list[T], str | None]:
+    """One page of `sql` (a SELECT up to its WHERE), newest first by `by` (the sort key's and
+    the id's columns), continued strictly below `after`: its items, and the next cursor."""
+    column, id_column = by
+    if after is not None:
+        sql += f" AND ({column}, {id_column}) < (?, ?)"
+        params = (*params, after.key, after.id)
+    rows = await db.read(f"{sql} ORDER BY {column} DESC, {id_column} DESC LIMIT ?",
+                         (*params, limit + 1))
+    return keyset_page([item(row) for row in rows], limit, key)
