@@ -39,6 +39,7 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 from gateway.limits.concurrency import ENGINE_TICKET
+from gateway.serving.asgi import header_value
 from gateway.upstream.native import (
     MAX_RESPONSE_HEAD_BYTES,
     MAX_RESPONSE_HEADERS,
@@ -94,11 +95,7 @@ class UpstreamResponse(ABC):
         return None
 
     def header(self, name: str) -> str | None:
-        wanted = name.lower().encode()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return value.decode("latin-1")
-        return None
+        return header_value(self.headers, name)
 
     @abstractmethod
     async def read(self) -> bytes:
