@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import fast_upstream  # noqa: E402
-from off_on import alternate, request_scope  # noqa: E402
+from off_on import alternate, request_scope, verdict  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
 from gateway.config import Settings  # noqa: E402
@@ -77,11 +77,8 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
-    verdict = "meets" if ratio <= TARGET else "MISSES"
     backend = "postgresql" if args.postgresql else "sqlite"
-    print(f"{backend}: limits on ÷ off, CPU per request: median ratio {ratio:.3f} "
-          f"(cost {100 * (ratio - 1):+.1f} %, {verdict} the ≤ 5 % target)")
-    return 0 if verdict == "meets" else 1
+    return verdict(f"{backend}: limits on ÷ off", ratio, TARGET)
 
 
 if __name__ == "__main__":

@@ -71,3 +71,11 @@ async def alternate(feature: str, off: tuple[Gateway, dict[str, Any]],
     print(f"CPU per request: {feature} off {statistics.median(off_runs) * 1e6:.1f} us, on "
           f"{statistics.median(on_runs) * 1e6:.1f} us (medians of {pairs} batches of {size})")
     return statistics.median(ratios)
+
+
+def verdict(what: str, ratio: float, target: float = 1.05) -> int:
+    """Prints the on ÷ off ratio against the ≤ 5 % target; the exit status (0: it meets it)."""
+    meets = ratio <= target
+    print(f"{what}, CPU per request: median ratio {ratio:.3f} (cost {100 * (ratio - 1):+.1f} %, "
+          f"{'meets' if meets else 'MISSES'} the ≤ 5 % target)")
+    return 0 if meets else 1

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import fast_upstream  # noqa: E402
-from off_on import alternate, request_scope  # noqa: E402
+from off_on import alternate, request_scope, verdict  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
 from gateway.config import Settings  # noqa: E402
@@ -84,11 +84,8 @@ def main() -> int:
     TRACEPARENT = TRACEPARENTS["unsampled" if args.unsampled else "sampled"]
     with fast_upstream() as upstream:
         ratio = asyncio.run(measure(upstream, args, str))
-    verdict = "meets" if ratio <= TARGET else "MISSES"
     which = "unsampled" if args.unsampled else "sampled"
-    print(f"tracing on ({which}) ÷ off, CPU per request: median ratio {ratio:.3f} "
-          f"(cost {100 * (ratio - 1):+.1f} %, {verdict} the ≤ 5 % target)")
-    return 0 if verdict == "meets" else 1
+    return verdict(f"tracing on ({which}) ÷ off", ratio, TARGET)
 
 
 if __name__ == "__main__":
