@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import fast_upstream  # noqa: E402
-from passthrough import BODY, PATH  # noqa: E402
+from off_on import alternate, request_scope, verdict  # noqa: E402
 
-from gateway.app import Gateway, create_app  # noqa: E402
+from gateway.app import create_app  # noqa: E402
 from gateway.config import Settings  # noqa: E402
 from gateway.tracing import Tracing  # noqa: E402
 from tests.conftest import create_key  # noqa: E402
@@ -56,46 +54,9 @@ class DropExporter:
         return True
 
 
-def request_scope(key: str) -> dict[str, Any]:
-    return {
-        "type": "http", "method": "POST", "path": PATH, "raw_path": PATH.encode(),
-        "query_string": b"", "scheme": "http", "http_version": "1.1",
-        "asgi": {"version": "3.0"}, "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8080),
-        "headers": [(b"host", b"gateway"), (b"content-type", b"application/json"),
-                    (b"content-length", str(len(BODY)).encode()),
-                    (b"authorization", f"Bearer {key}".encode()),
-                    (b"traceparent", TRACEPARENT)],
-    }
-
-
-async def batch(app: Gateway, key: str, n: int, concurrency: int = 16) -> float:
-    """CPU seconds of this thread per request, `n` requests `concurrency` at a time."""
-    template = request_scope(key)
-    statuses: list[int] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": BODY, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(message["status"])
-
-    async def worker(count: int) -> None:
-        for _ in range(count):
-            await app(dict(template), receive, send)  # type: ignore[arg-type]
-
-    started = time.thread_time()
-    await asyncio.gather(*(worker(n // concurrency) for _ in range(concurrency)))
-    spent = time.thread_time() - started
-    if set(statuses) != {200}:
-        raise RuntimeError(f"unexpected statuses {sorted(set(statuses))}")
-    return spent / len(statuses)
-
-
 async def measure(upstream: str, args: argparse.Namespace,
                   database: Callable[[str], str]) -> float:
-    apps = []
+    sides = []
     with tempfile.TemporaryDirectory(prefix="mgw-tracing-") as tmp:
         for name in ("off", "on"):
             settings = Settings().with_values(
@@ -106,24 +67,8 @@ async def measure(upstream: str, args: argparse.Namespace,
             if name == "on":
                 app.tracing = Tracing(settings.tracing, DropExporter(), batched=True)
             await app.startup()
-            apps.append((app, key))
-        try:
-            for app, key in apps:
-                await batch(app, key, args.batch)  # warm-up
-            off_runs, on_runs, ratios = [], [], []
-            for _ in range(args.pairs):
-                off = await batch(*apps[0], args.batch)
-                on = await batch(*apps[1], args.batch)
-                off_runs.append(off)
-                on_runs.append(on)
-                ratios.append(on / off)
-        finally:
-            for app, _ in apps:
-                await app.shutdown()
-    print(f"CPU per request: tracing off {statistics.median(off_runs) * 1e6:.1f} us, on "
-          f"{statistics.median(on_runs) * 1e6:.1f} us (medians of {args.pairs} batches of "
-          f"{args.batch})")
-    return statistics.median(ratios)
+            sides.append((app, request_scope(key, (b"traceparent", TRACEPARENT))))
+        return await alternate("tracing", sides[0], sides[1], args.pairs, args.batch)
 
 
 def main() -> int:
@@ -139,11 +84,8 @@ def main() -> int:
     TRACEPARENT = TRACEPARENTS["unsampled" if args.unsampled else "sampled"]
     with fast_upstream() as upstream:
         ratio = asyncio.run(measure(upstream, args, str))
-    verdict = "meets" if ratio <= TARGET else "MISSES"
     which = "unsampled" if args.unsampled else "sampled"
-    print(f"tracing on ({which}) ÷ off, CPU per request: median ratio {ratio:.3f} "
-          f"(cost {100 * (ratio - 1):+.1f} %, {verdict} the ≤ 5 % target)")
-    return 0 if verdict == "meets" else 1
+    return verdict(f"tracing on ({which}) ÷ off", ratio, TARGET)
 
 
 if __name__ == "__main__":

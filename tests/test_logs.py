@@ -16,6 +16,8 @@ import pytest
 import respx
 
 from gateway import logs
+from gateway.config import UpstreamSettings
+from gateway.upstream.client import ENGINE_CALLS, EngineCalls, create_upstream
 from tests.attachment_helpers import answer_search, episodes
 
 ACCESS_FIELDS = {
@@ -240,3 +242,23 @@ def test_line_times_are_utc_to_the_millisecond_also_when_lines_share_one() -> No
         assert stamp(created) == f"{expected}.{int(created * 1000) % 1000:03d}Z"
     assert stamp(1764770400.0004) == stamp(1764770400.0001)  # one millisecond, one stamp
     assert stamp(1764770400.0012) != stamp(1764770400.0004)
+
+
+async def test_engine_calls_in_tasks_the_request_starts_count_in_its_line() -> None:
+    """The request's record is shared, not copied: calls a handler gathers add their time and
+    set the status the line reads (a context variable set in a task would be lost)."""
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.03)
+        return httpx.Response(203)
+
+    client = create_upstream(UpstreamSettings(base_url="http://engine.test"),
+                             httpx.MockTransport(slow))
+    calls = EngineCalls()
+    token = ENGINE_CALLS.set(calls)
+    try:
+        await asyncio.gather(*(client.call("GET", "/health", [], None) for _ in range(2)))
+    finally:
+        ENGINE_CALLS.reset(token)
+        await client.aclose()
+    assert calls.status == 203
+    assert calls.seconds >= 0.06  # both calls' waits, summed

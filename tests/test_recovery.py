@@ -4,8 +4,10 @@ dropped (files and all) when a file they should have written is missing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,20 @@ from tests.attachment_helpers import PNG, rows, stored_bytes, stored_files
 from tests.conftest import on_both_stores
 
 pytestmark = [pytest.mark.both_databases, on_both_stores]
+
+
+@contextlib.asynccontextmanager
+async def opened(settings: Settings) -> AsyncIterator[tuple[Database, FileStore]]:
+    """The database and file store of a gateway of `settings`, open, as a crash left them."""
+    db = database_for(settings.storage.database)
+    await db.open()
+    files = create_file_store(settings.storage)
+    await files.open_store()
+    try:
+        yield db, files
+    finally:
+        await files.close()
+        await db.close()
 
 
 async def record(db: Database, files: FileStore, intent_id: str, session: str,
@@ -49,18 +65,11 @@ async def record(db: Database, files: FileStore, intent_id: str, session: str,
 async def test_intents_left_by_a_crash_are_kept_or_dropped_by_their_files(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
-    db = database_for(settings.storage.database)
-    await db.open()
-    files = create_file_store(settings.storage)
-    await files.open_store()
-    try:
+    async with opened(settings) as (db, files):
         await record(db, files, "int_reached", "s-reached", write=True)
         dropped = await record(db, files, "int_early", "s-early", write=False)
         # A folder the early intent wrote nothing into yet (a crash mid-write leaves one).
         await files.write_bytes(dropped.folders[0], ".part-0", b"half")
-    finally:
-        await files.close()
-        await db.close()
 
     gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
     async with gateway.running():
@@ -79,11 +88,7 @@ async def test_a_failed_call_keeps_files_another_process_already_committed(
 ) -> None:
     from gateway.attachments import recovery
 
-    db = database_for(settings.storage.database)
-    await db.open()
-    try:
-        files = create_file_store(settings.storage)
-        await files.open_store()
+    async with opened(settings) as (db, files):
         for settled_elsewhere in (True, False):
             folder = files.folder("alice", "memory_attachments", f"att_{int(settled_elsewhere)}")
             stored = await files.write_bytes(folder, "x.png", PNG)
@@ -99,9 +104,6 @@ async def test_a_failed_call_keeps_files_another_process_already_committed(
             assert await files.exists(stored.uri) is settled_elsewhere
         assert rows(settings, "SELECT * FROM pending_intents") == []
         assert len(rows(settings, "SELECT * FROM memory_attachments")) == 1
-    finally:
-        await files.close()
-        await db.close()
 
 
 def dead_owner_here() -> str:
@@ -116,12 +118,8 @@ def dead_owner_here() -> str:
 async def test_recovery_settles_only_intents_whose_owner_is_gone(
     settings: Settings, engine: respx.MockRouter
 ) -> None:
-    db = database_for(settings.storage.database)
-    await db.open()
-    files = create_file_store(settings.storage)
-    await files.open_store()
     far = now_ms() + 600_000
-    try:
+    async with opened(settings) as (db, files):
         # Another host's live process: its lease runs; a process of this host that exited;
         # another host's process whose lease ran out.
         await record(db, files, "int_live", "s-live", write=True,
@@ -130,9 +128,6 @@ async def test_recovery_settles_only_intents_whose_owner_is_gone(
                      lease_until=far)
         await record(db, files, "int_lapsed", "s-lapsed", write=True,
                      owner="otherboot.1/43/7/cafe", lease_until=now_ms() - 1)
-    finally:
-        await files.close()
-        await db.close()
 
     gateway = create_app(settings, upstream_transport=httpx.MockTransport(engine.async_handler))
     async with gateway.running():

@@ -137,16 +137,26 @@ async def test_erased_user_is_refused_with_401_for_any_credential(
         assert (await bob.get("/agents")).status_code == 200
 
 
-async def test_fresh_mode_lets_an_erased_id_back_with_an_empty_account(
-    settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
-    engine: respx.MockRouter,
-) -> None:
+@asynccontextmanager
+async def erased_alice_in_fresh_mode(
+    settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
+) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
+    """A gateway with `auth.erased_users = "fresh"` (on mem0, which deletes) where alice held
+    data and was erased; with an admin client."""
     engine.delete("/memories").mock(return_value=httpx.Response(200, json={"message": "ok"}))
     fresh = settings.with_values(auth={"erased_users": "fresh"}, upstream={"flavor": "mem0"})
     async with start_gateway(fresh) as app:
         await seed(app, "alice")
         async with client_for(app, admin_token(settings)) as admin:
             assert (await admin.delete("/admin/users/alice")).status_code == 200
+            yield app, admin
+
+
+async def test_fresh_mode_lets_an_erased_id_back_with_an_empty_account(
+    settings: Settings, start_gateway: StartGateway, make_key: Callable[[str], str],
+    engine: respx.MockRouter,
+) -> None:
+    async with erased_alice_in_fresh_mode(settings, start_gateway, engine) as (app, _):
         async with client_for(app, make_key("alice")) as alice:
             answer = await alice.get("/resources")
     assert answer.status_code == 200
@@ -497,13 +507,8 @@ async def test_a_key_for_a_refused_erased_id_is_409_and_nothing_is_created(
 async def test_fresh_lets_a_key_be_made_for_an_erased_id(
     settings: Settings, start_gateway: StartGateway, engine: respx.MockRouter,
 ) -> None:
-    engine.delete("/memories").mock(return_value=httpx.Response(200, json={"message": "ok"}))
-    fresh = settings.with_values(auth={"erased_users": "fresh"}, upstream={"flavor": "mem0"})
-    async with start_gateway(fresh) as app:
-        await seed(app, "alice")
-        async with client_for(app, admin_token(settings)) as admin:
-            assert (await admin.delete("/admin/users/alice")).status_code == 200
-            made = await admin.post("/admin/keys", json={"userId": "alice"})
+    async with erased_alice_in_fresh_mode(settings, start_gateway, engine) as (_, admin):
+        made = await admin.post("/admin/keys", json={"userId": "alice"})
     assert made.status_code == 201
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:

@@ -85,3 +85,17 @@ def check_canonical(kind: str, where: str, value: Any) -> None:
     elif isinstance(value, Mapping):
         for one in value.values():
             check_canonical(kind, where, one)
+
+
+def named_values(value: Any, operators: frozenset[str]) -> list[Any] | None:
+    """The values a filter condition names exactly: a plain value, a list, or an object of
+    `operators` only (eq / in, as the engine's dialect spells them); None when it reaches
+    beyond them (ne, gt, contains, ...)."""
+    if isinstance(value, Mapping):
+        if not value or not set(value) <= operators:
+            return None
+        named: list[Any] = []
+        for inner in value.values():
+            named.extend(inner if isinstance(inner, list) else [inner])
+        return named
+    return list(value) if isinstance(value, list) else [value]

@@ -22,6 +22,7 @@ from gateway.identity.named import (
     SESSION,
     USER,
     check_canonical,
+    named_values,
 )
 
 if TYPE_CHECKING:
@@ -57,14 +58,7 @@ _POSITIVE_OPERATORS = frozenset({"eq", "in", "$eq", "$in"})
 
 def _named(value: Any) -> list[Any] | None:
     """The values a filter condition names, or None when it reaches beyond them (ne, gt, ...)."""
-    if isinstance(value, Mapping):
-        if not value or not set(value) <= _POSITIVE_OPERATORS:
-            return None
-        named: list[Any] = []
-        for inner in value.values():
-            named.extend(inner if isinstance(inner, list) else [inner])
-        return named
-    return list(value) if isinstance(value, list) else [value]
+    return named_values(value, _POSITIVE_OPERATORS)
 
 
 @dataclass

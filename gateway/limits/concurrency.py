@@ -5,7 +5,7 @@ so a request that calls the engine twice (an owner probe then the call, an add t
 is refused at its first call or not at all. Counted per process: asyncio is single-threaded, so
 counting needs no lock. The pass-through takes and gives back its slot itself, around its engine
 calls (gateway/upstream/proxy.py); an owned route's ticket travels in a ContextVar, like
-UPSTREAM_STATUS: the upstream client (gateway/upstream/client.py) calls `ENGINE_TICKET.get()`
+ENGINE_CALLS: the upstream client (gateway/upstream/client.py) calls `ENGINE_TICKET.get()`
 before each call, wherever in the route it is made.
 """
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from gateway import __version__
 from gateway.errors import InsufficientScope, MethodNotAllowed, Unauthorized, error_body
@@ -32,7 +32,14 @@ from gateway.mcp.exchange import SingleExchange
 from gateway.mcp.metadata import READ_SCOPE, WRITE_SCOPE, Endpoint
 from gateway.mcp.server import build_server
 from gateway.mcp.tools import BY_NAME
-from gateway.serving.asgi import JSON_TYPE, declared_length, header, read_body, send_bytes
+from gateway.serving.asgi import (
+    JSON_TYPE,
+    declared_length,
+    header,
+    read_body,
+    replay,
+    send_bytes,
+)
 
 if TYPE_CHECKING:
     from gateway.services import Host
@@ -117,7 +124,7 @@ class McpDoor:
             if body is not None:
                 if self.exchange is not None and await self.exchange.answer(scope, body, send):
                     return
-                receive = _replay(body, receive)
+                receive = replay(body, receive)
         await manager.handle_request(scope, receive, send)
 
     async def _metadata(self, scope: Scope, send: Send) -> None:
@@ -191,20 +198,6 @@ def needed_scope(message: Any) -> str | None:
             return None
         return WRITE if spec.writes else READ
     return READ if method in READ_METHODS else None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives the body already read, then the connection's own messages."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 def _error_bytes(exc: Unauthorized, scope: Scope) -> bytes:

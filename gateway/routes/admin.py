@@ -7,7 +7,7 @@ changes something is written to the audit log in the transaction that makes the 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field
 from starlette.requests import Request
@@ -21,13 +21,14 @@ from gateway.routes.common import api, json_body, json_response, query_params
 from gateway.routes.schema import CamelModel, CamelRequest, PageQuery, cursor_param
 from gateway.services import services
 from gateway.store import audit, keys, users
-from gateway.store.cursors import encode_cursor
+from gateway.store.cursors import Cursor, keyset_page
 from gateway.userdata.refusal import REFUSE
 
 Scope = Literal["read", "write"]
 SCOPES: tuple[Scope, ...] = ("read", "write")
 NAME_MAX = 200
 GLOB_MAX = 200
+Listing = TypeVar("Listing", bound=PageQuery)
 
 
 class KeyCreate(CamelRequest):
@@ -101,6 +102,13 @@ class AuditList(CamelModel):
     next_cursor: str | None
 
 
+def _listing(request: Request, model: type[Listing]) -> tuple[Listing, Cursor | None]:
+    """An admin listing's query and the cursor it continues from (admin keys only)."""
+    require_admin(request.scope)
+    query = query_params(request, model)
+    return query, cursor_param(query.cursor, "cursor")
+
+
 def key_out(key: keys.ApiKey) -> KeyOut:
     return KeyOut(id=key.id, user_id=key.user_id, kind=key.kind, scopes=list(key.scopes),
                   name=key.name, users=key.users_glob, state=key.state,
@@ -135,16 +143,11 @@ async def create_key(request: Request) -> Response:
 @api(summary="List keys (never their secrets), oldest first", query=KeyListQuery,
      response=KeyList, tag="admin")
 async def list_keys(request: Request) -> Response:
-    require_admin(request.scope)
-    query = query_params(request, KeyListQuery)
-    cursor = cursor_param(query.cursor, "cursor")
+    query, cursor = _listing(request, KeyListQuery)
     found = await keys.page(services(request).db, query.user_id,
                             None if cursor is None else (cursor.key, cursor.id), query.limit + 1)
-    more = len(found) > query.limit
-    found = found[:query.limit]
-    next_cursor = (encode_cursor(found[-1].created_at_ms, found[-1].id)
-                   if more and found else None)
-    return json_response(KeyList(items=[key_out(key) for key in found], next_cursor=next_cursor))
+    page, next_cursor = keyset_page(found, query.limit, lambda key: (key.created_at_ms, key.id))
+    return json_response(KeyList(items=[key_out(key) for key in page], next_cursor=next_cursor))
 
 
 async def _key(request: Request) -> keys.ApiKey:
@@ -173,30 +176,22 @@ async def revoke_key(request: Request) -> Response:
 @api(summary="List the users the gateway holds anything for, with their counts",
      query=PageQuery, response=UserList, tag="admin")
 async def list_users(request: Request) -> Response:
-    require_admin(request.scope)
-    query = query_params(request, PageQuery)
-    cursor = cursor_param(query.cursor, "cursor")
+    query, cursor = _listing(request, PageQuery)
     db = services(request).db
     found = await users.page(db, None if cursor is None else cursor.id, query.limit + 1)
-    more = len(found) > query.limit
-    found = found[:query.limit]
-    counted = await users.counts(db, found)
-    items = [UserOut(user_id=user, **counted[user]) for user in found]
-    return json_response(UserList(items=items,
-                                  next_cursor=encode_cursor(0, found[-1]) if more else None))
+    page, next_cursor = keyset_page(found, query.limit, lambda user: (0, user))  # by id alone
+    counted = await users.counts(db, page)
+    items = [UserOut(user_id=user, **counted[user]) for user in page]
+    return json_response(UserList(items=items, next_cursor=next_cursor))
 
 
 @api(summary="The admin audit log, oldest first", query=AuditQuery, response=AuditList,
      tag="admin")
 async def audit_log(request: Request) -> Response:
-    require_admin(request.scope)
-    query = query_params(request, AuditQuery)
-    cursor = cursor_param(query.cursor, "cursor")
-    entries = await audit.page(services(request).db, 0 if cursor is None else cursor.key,
-                               query.limit + 1, query.action)
-    more = len(entries) > query.limit
-    entries = entries[:query.limit]
-    next_cursor = encode_cursor(entries[-1].seq, "audit") if more and entries else None
+    query, cursor = _listing(request, AuditQuery)
+    found = await audit.page(services(request).db, 0 if cursor is None else cursor.key,
+                             query.limit + 1, query.action)
+    entries, next_cursor = keyset_page(found, query.limit, lambda entry: (entry.seq, "audit"))
     return json_response(AuditList(
         items=[AuditOut(seq=e.seq, at_ms=e.at_ms, admin_key_id=e.admin_key_id, action=e.action,
                         target=e.target) for e in entries],

@@ -26,7 +26,7 @@ from gateway.routes.schema import (
 from gateway.services import services, user_id
 from gateway.store import assets, resolutions, working_state
 from gateway.store.assets import UnknownAssets
-from gateway.store.cursors import encode_cursor
+from gateway.store.cursors import keyset_page
 from gateway.store.database import Database
 from gateway.store.resolutions import Resolution
 from gateway.store.working_state import ChatWorkingState, TurnResult
@@ -176,10 +176,8 @@ async def list_resolutions(request: Request) -> Response:
         services(request).db, user_id(request), chat_id, query.limit + 1,
         cursor_param(query.cursor, "cursor"),
     )
-    page = found[: query.limit]
-    next_cursor = (
-        encode_cursor(page[-1].created_at_ms, page[-1].id) if len(found) > query.limit else None
-    )
+    page, next_cursor = keyset_page(found, query.limit,
+                                    lambda resolution: (resolution.created_at_ms, resolution.id))
     return json_response(
         ResolutionsPage(resolutions=page, next_cursor=next_cursor)
     )

@@ -20,7 +20,7 @@ from gateway.routes.common import api, json_response, query_params, stream_file
 from gateway.services import Services, services, user_id
 from gateway.store import resources
 from gateway.store.attachments import Intent
-from gateway.store.cursors import decode_cursor, encode_cursor
+from gateway.store.cursors import decode_cursor, keyset_page
 from gateway.store.ids import new_id, now_ms
 from gateway.store.resources import Resource
 from gateway.upstream.flavors import AddScope, flavor_for
@@ -178,10 +178,8 @@ async def _ingest(svc: Services, resource: Resource) -> None:
 async def list_resources(request: Request) -> Response:
     query = query_params(request, ResourceListQuery)
     before = decode_cursor(query.cursor, "cursor") if query.cursor else None
-    rows = await resources.page(services(request).db, user_id(request), query.limit + 1, before)
-    more = len(rows) > query.limit
-    rows = rows[: query.limit]
-    next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
+    found = await resources.page(services(request).db, user_id(request), query.limit + 1, before)
+    rows, next_cursor = keyset_page(found, query.limit, lambda row: (row.created_at, row.id))
     return json_response(ResourcePage(items=[resource_out(r) for r in rows],
                                       next_cursor=next_cursor))
 

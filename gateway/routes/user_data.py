@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from gateway.errors import Forbidden
 from gateway.identity.auth import validate_user_id
-from gateway.identity.principal import READ, request_principal, require_admin
+from gateway.identity.principal import READ, Principal, request_principal, require_admin
 from gateway.routes.common import api, json_response
 from gateway.services import Services, services
 from gateway.store import audit, user_rows
@@ -31,18 +31,24 @@ class ErasureOut(BaseModel):
     engine: EngineErasure
 
 
+def _admin_target(request: Request) -> tuple[Principal, str]:
+    """(the admin, the user the path names): admin keys only, the id checked like any user id."""
+    return require_admin(request.scope), validate_user_id(request.path_params["user_id"])
+
+
 @api(summary="Erase a user: credentials, rows, files and the engine's memories",
      response=ErasureOut, tag="admin", errors=(404, 502))
 async def erase_user(request: Request) -> Response:
-    admin = require_admin(request.scope)
-    user_id = validate_user_id(request.path_params["user_id"])
+    admin, user_id = _admin_target(request)
     erasure = await services(request).eraser.erase(user_id, admin.credential_id)
     return json_response(answer(user_id, erasure))
 
 
-async def _archive(svc: Services, user_id: str) -> Response:
+async def _archive(svc: Services, user_id: str, credential_id: str) -> Response:
+    """The user's zip, streamed; the export is audited once its first bytes are ready."""
     chunks = await primed(export_archive(svc.db, svc.files, svc.upstream,
                                          flavor_for(svc.settings), user_id))
+    await audit.record(svc.db, credential_id, "users.export", user_id)
     return StreamingResponse(chunks, media_type="application/zip", headers={
         "Content-Disposition": f'attachment; filename="{user_id}-export.zip"'})
 
@@ -50,13 +56,10 @@ async def _archive(svc: Services, user_id: str) -> Response:
 @api(summary="Everything the gateway holds for a user, as a zip", tag="admin",
      content_type="application/zip", errors=(404,))
 async def export_user(request: Request) -> Response:
-    admin = require_admin(request.scope)
-    user_id = validate_user_id(request.path_params["user_id"])
+    admin, user_id = _admin_target(request)
     svc = services(request)
     await user_rows.require_known(svc.db, user_id)
-    archive = await _archive(svc, user_id)
-    await audit.record(svc.db, admin.credential_id, "users.export", user_id)
-    return archive
+    return await _archive(svc, user_id, admin.credential_id)
 
 
 @api(summary="Everything the gateway holds for you, as a zip", tag="user data",
@@ -65,10 +68,8 @@ async def export_mine(request: Request) -> Response:
     principal = request_principal(request.scope)
     if not principal.allows(READ):
         raise Forbidden("this credential may not read", code="insufficient_scope")
-    svc = services(request)
-    archive = await _archive(svc, validate_user_id(principal.user_id))
-    await audit.record(svc.db, principal.credential_id, "users.export", principal.user_id)
-    return archive
+    return await _archive(services(request), validate_user_id(principal.user_id),
+                          principal.credential_id)
 
 
 routes = [

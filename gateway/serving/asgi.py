@@ -6,7 +6,7 @@ import os
 import random
 from collections.abc import AsyncIterator, Iterable
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError, ParsingBudgetExhausted, PayloadTooLarge, error_bytes
 
@@ -70,6 +70,29 @@ def header(scope: Scope, name: bytes) -> bytes | None:
         if key == name:
             return bytes(value)
     return None
+
+
+def header_value(headers: Iterable[tuple[bytes, bytes]], name: str) -> str | None:
+    """The first value of header `name` (any case) in raw headers, decoded as latin-1."""
+    wanted = name.lower().encode()
+    for key, value in headers:
+        if key.lower() == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+def replay(body: bytes, then: Receive) -> Receive:
+    """A receive that gives `body` (already read, whole) first, then what `then` receives."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await then()
+
+    return replayed
 
 
 def declared_length(scope: Scope) -> int | None:

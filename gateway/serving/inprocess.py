@@ -20,10 +20,18 @@ import orjson
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.identity.principal import Principal
+from gateway.serving.asgi import header_value, replay
 
 PREAUTHENTICATED = "gateway.preauthenticated"  # scope key: the Principal of an in-process call
 
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+async def _stays_open() -> Message:
+    """After the body, a read waits like a connection that stays open (a disconnect would cut a
+    streamed answer short)."""
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -36,11 +44,7 @@ class Answer:
     size: int = 0  # bytes the route sent; more than len(body) when `max_body` cut it off
 
     def header(self, name: str) -> str | None:
-        wanted = name.lower().encode()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return value.decode("latin-1")
-        return None
+        return header_value(self.headers, name)
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -100,17 +104,7 @@ async def call(
         "server": ("gateway.internal", 80),
         PREAUTHENTICATED: principal,
     }
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": payload, "more_body": False}
-        # The route has its body; a later read waits like a connection that stays open (a
-        # disconnect would cut a streamed answer short).
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
+    receive = replay(payload, _stays_open)
 
     answer = Answer(status=0)
     chunks: list[bytes] = []

@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.errors import NotFound, ValidationFailed
 from gateway.store import agents, messages
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, read_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -119,16 +119,8 @@ async def list_page(
     await agents.require(db, user_id, agent_id)
     marks = ", ".join("?" * len(statuses))
     sql = _SELECT + f" AND am.status IN ({marks})"
-    params: list[Any] = [user_id, agent_id, *statuses]
-    if after is not None:
-        sql += " AND (am.created_at_ms, am.id) < (?, ?)"
-        params += [after.key, after.id]
-    sql += " ORDER BY am.created_at_ms DESC, am.id DESC LIMIT ?"
-    rows = await db.read(sql, (*params, limit + 1))
-    found = [_memory(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].created_at_ms, found[-1].id)
+    return await read_page(db, sql, [user_id, agent_id, *statuses], ("am.created_at_ms", "am.id"),
+                           after, limit, _memory, lambda memory: (memory.created_at_ms, memory.id))
 
 
 async def for_prompt(db: Database, user_id: str, agent_id: str, limit: int) -> list[AgentMemory]:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import NotFound
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, read_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -68,16 +68,8 @@ async def list_page(
 ) -> tuple[list[Agent], str | None]:
     """Most recent activity first; `after` continues a previous page."""
     sql = f"SELECT * FROM agents WHERE {_LIVE}"
-    params: list[Any] = [user_id]
-    if after is not None:
-        sql += " AND (activity_at_ms, id) < (?, ?)"
-        params += [after.key, after.id]
-    sql += " ORDER BY activity_at_ms DESC, id DESC LIMIT ?"
-    rows = await db.read(sql, (*params, limit + 1))
-    found = [_agent(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].activity_at_ms, found[-1].id)
+    return await read_page(db, sql, [user_id], ("activity_at_ms", "id"), after, limit, _agent,
+                           lambda agent: (agent.activity_at_ms, agent.id))
 
 
 async def update(

@@ -5,13 +5,11 @@ Messages and their bookkeeping live in `gateway/store/messages.py`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from gateway.errors import NotFound
 from gateway.store import agents
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, read_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -105,16 +103,9 @@ async def list_for_agent(
     """Most recently updated first; NotFound when the agent is not the caller's."""
     await agents.require(db, user_id, agent_id)
     sql = f"SELECT * FROM conversations WHERE agent_id = ? AND {_LIVE}"
-    params: list[Any] = [agent_id, user_id]
-    if after is not None:
-        sql += " AND (updated_at_ms, id) < (?, ?)"
-        params += [after.key, after.id]
-    sql += " ORDER BY updated_at_ms DESC, id DESC LIMIT ?"
-    rows = await db.read(sql, (*params, limit + 1))
-    found = [conversation_from_row(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].updated_at_ms, found[-1].id)
+    return await read_page(db, sql, [agent_id, user_id], ("updated_at_ms", "id"), after, limit,
+                           conversation_from_row,
+                           lambda conversation: (conversation.updated_at_ms, conversation.id))
 
 
 async def delete(db: Database, user_id: str, conversation_id: str) -> None:

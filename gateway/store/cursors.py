@@ -9,11 +9,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from gateway.errors import ValidationFailed
 
+if TYPE_CHECKING:
+    from gateway.store.database import Database, Row
+
 MAX_CURSOR_CHARS = 512
+T = TypeVar("T")
 _INT64 = 2**63
 
 
@@ -48,3 +53,27 @@ def decode_cursor(cursor: str, field: str) -> Cursor:
     except UnicodeEncodeError:
         raise invalid from None
     return Cursor(key, item_id)
+
+
+def keyset_page(found: Sequence[T], limit: int, key: Callable[[T], tuple[int, str]]
+                ) -> tuple[list[T], str | None]:
+    """A page read as `LIMIT limit + 1`: its first `limit` items, and the cursor after the last
+    of them (`key`: its sort key and id) when the extra row says there is more."""
+    page = list(found[:limit])
+    if len(found) <= limit or not page:
+        return page, None
+    return page, encode_cursor(*key(page[-1]))
+
+
+async def read_page(db: Database, sql: str, params: Sequence[Any], by: tuple[str, str],
+                    after: Cursor | None, limit: int, item: Callable[[Row], T],
+                    key: Callable[[T], tuple[int, str]]) -> tuple[list[T], str | None]:
+    """One page of `sql` (a SELECT up to its WHERE), newest first by `by` (the sort key's and
+    the id's columns), continued strictly below `after`: its items, and the next cursor."""
+    column, id_column = by
+    if after is not None:
+        sql += f" AND ({column}, {id_column}) < (?, ?)"
+        params = (*params, after.key, after.id)
+    rows = await db.read(f"{sql} ORDER BY {column} DESC, {id_column} DESC LIMIT ?",
+                         (*params, limit + 1))
+    return keyset_page([item(row) for row in rows], limit, key)

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import NotFound, ValidationFailed
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, read_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.records import Record
@@ -268,15 +268,8 @@ async def list_page(
     if fact_type is not None:
         sql += " AND fact_type = ?"
         params.append(fact_type)
-    if after is not None:
-        sql += " AND (created_at_ms, id) < (?, ?)"
-        params += [after.key, after.id]
-    sql += " ORDER BY created_at_ms DESC, id DESC LIMIT ?"
-    rows = await db.read(sql, (*params, limit + 1))
-    found = [_fact(row, now) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[-1].created_at_ms, found[-1].id)
+    return await read_page(db, sql, params, ("created_at_ms", "id"), after, limit,
+                           lambda row: _fact(row, now), lambda fact: (fact.created_at_ms, fact.id))
 
 
 async def for_prompt(db: Database, user_id: str, limit: int) -> list[Fact]:

@@ -18,7 +18,7 @@ from pydantic import Field
 from gateway.errors import IdempotencyConflict, ValidationFailed
 from gateway.store import conversations
 from gateway.store.conversations import Conversation
-from gateway.store.cursors import Cursor, encode_cursor
+from gateway.store.cursors import Cursor, keyset_page
 from gateway.store.database import Database, Row, Transaction
 from gateway.store.ids import new_id, now_ms
 from gateway.store.labels import normalise_label
@@ -238,10 +238,9 @@ async def page(
     if before is not None:
         params += [before.key, before.id]
     rows = await db.read(page_sql(before is not None), (*params, limit + 1))
-    found = [message_from_row(row) for row in reversed(rows[:limit])]
-    if len(rows) <= limit:
-        return found, None
-    return found, encode_cursor(found[0].created_at_ms, found[0].id)
+    newest_first, next_cursor = keyset_page([message_from_row(row) for row in rows], limit,
+                                            lambda message: (message.created_at_ms, message.id))
+    return newest_first[::-1], next_cursor
 
 
 

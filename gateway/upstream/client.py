@@ -39,6 +39,7 @@ from gateway.errors import (
     UpstreamUnavailable,
 )
 from gateway.limits.concurrency import ENGINE_TICKET
+from gateway.serving.asgi import header_value
 from gateway.upstream.native import (
     MAX_RESPONSE_HEAD_BYTES,
     MAX_RESPONSE_HEADERS,
@@ -54,12 +55,23 @@ log = logging.getLogger("gateway.upstream")
 CHUNK_SIZE = 64 * 1024
 DEFAULT_MAX_ANSWER_BYTES = 32 * 1024 * 1024  # limits.max_upstream_answer_bytes' default
 RETRYABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# The status of the latest upstream answer in this request's context (the access log reads it:
-# handlers await the upstream in the request's own task, so the value is the request's).
-UPSTREAM_STATUS: ContextVar[int | None] = ContextVar("upstream_status", default=None)
-# The seconds this request spent waiting for the engine's answer heads, summed over its engine
-# calls (the access line's `upstream_ms`: what the engine took beside what the gateway did).
-UPSTREAM_SECONDS: ContextVar[float] = ContextVar("upstream_seconds", default=0.0)
+
+
+class EngineCalls:
+    """What the access line says of a request's engine calls: the latest answer's status and
+    the seconds spent waiting for answer heads, summed (`upstream_status`, `upstream_ms`: what
+    the engine took beside what the gateway did). One per request, set by the app before its
+    handler runs; the client adds to it in place, so a request costs one context variable set
+    and one read, and engine calls in tasks the handler starts count as well."""
+
+    __slots__ = ("seconds", "status")
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.seconds = 0.0
+
+
+ENGINE_CALLS: ContextVar[EngineCalls | None] = ContextVar("engine_calls", default=None)
 
 
 @functools.cache
@@ -94,11 +106,7 @@ class UpstreamResponse(ABC):
         return None
 
     def header(self, name: str) -> str | None:
-        wanted = name.lower().encode()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return value.decode("latin-1")
-        return None
+        return header_value(self.headers, name)
 
     @abstractmethod
     async def read(self) -> bytes:
@@ -172,8 +180,10 @@ class UpstreamClient(ABC):
         except BaseException:
             self._slots.release()
             raise
-        UPSTREAM_STATUS.set(response.status)
-        UPSTREAM_SECONDS.set(UPSTREAM_SECONDS.get() + time.perf_counter() - started)
+        calls = ENGINE_CALLS.get()
+        if calls is not None:
+            calls.status = response.status
+            calls.seconds += time.perf_counter() - started
         response._free_slot = self._slots.release
         return response
 

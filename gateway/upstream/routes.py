@@ -201,6 +201,16 @@ class EngineRoute:
         return self.fields + tuple(f for f in GENERIC_FIELDS if (f.where, f.key) not in own)
 
 
+def route(request: str, model: RouteModel, note: str, *, reads: bool = False,
+          claims: bool = False, owner_probe: str | None = None,
+          answer_items: Callable[[Any], list[Any]] | None = None) -> EngineRoute:
+    """One entry of a flavour's table: `route("POST /api/v2/memory/get", models.V2_GET,
+    "pages of one owner's memories", reads=True)` — the request as `upstream.allow_paths`
+    spells it, how the engine parses it, and what it is (docs/engines.md)."""
+    method, _, pattern = request.partition(" ")
+    return EngineRoute(method, pattern, model=model, note=note, reads=reads, claims=claims,
+                       owner_probe=owner_probe, answer_items=answer_items)
+
 class RouteTable:
     """A flavour's routes, with exact paths found by one dictionary lookup."""
 

@@ -155,6 +155,19 @@ class Dialect(ABC):
         """The engine's flush payload for a session; None when the engine has no flush."""
         return None
 
+    # --- the engine paths that speak it ----------------------------------------------------------
+
+    def add_route(self, path: str, model: RouteModel, *, follows_config: bool = True
+                  ) -> NativeRoute:
+        """`path` intercepted as this API's add; `follows_config`: forwarded to
+        `upstream.add_path`, else to `path` itself."""
+        return NativeRoute(path, ADD, self, follows_config, model=model)
+
+    def search_route(self, path: str, model: RouteModel, *, follows_config: bool = True
+                     ) -> NativeRoute:
+        """`path` intercepted as this API's search (forwarded as `add_route` says)."""
+        return NativeRoute(path, SEARCH, self, follows_config, model=model)
+
     # --- answers --------------------------------------------------------------------------------
 
     @abstractmethod

@@ -12,9 +12,9 @@ from typing import Any
 from gateway.attachments.add_body import AttachmentItem
 from gateway.search.items import FoundItem, find_items
 from gateway.upstream.flavors import everos_models as models
-from gateway.upstream.flavors.base import ADD, SEARCH, AddScope, Dialect, Flavor, NativeRoute
+from gateway.upstream.flavors.base import AddScope, Dialect, Flavor
 from gateway.upstream.models import RouteModel
-from gateway.upstream.routes import EngineRoute
+from gateway.upstream.routes import EngineRoute, route
 
 
 class EverosV2(Dialect):
@@ -40,8 +40,8 @@ class EverosV2(Dialect):
 
 EVEROS_V2 = EverosV2()
 
-HEALTH = EngineRoute("GET", "/health", note="liveness; names no one",
-                     model=RouteModel(source="everos/entrypoints/api/routes/health.py"))
+HEALTH = route("GET /health", RouteModel(source="everos/entrypoints/api/routes/health.py"),
+               "liveness; names no one")
 
 
 def everos_v2_routes(version: str) -> tuple[EngineRoute, ...]:
@@ -52,14 +52,14 @@ def everos_v2_routes(version: str) -> tuple[EngineRoute, ...]:
     """
     base = f"/api/{version}"
     return (
-        EngineRoute("POST", f"{base}/memory/flush", model=models.FLUSH,
-                    note="one session's extraction; the session must be the caller's"),
-        EngineRoute("POST", f"{base}/memory/get", model=models.GET, reads=True,
-                    note="pages of one owner's memories (user_id or agent_id)"),
-        EngineRoute("GET", f"{base}/tasks", model=models.TASKS,
-                    note="accepted async adds of one session of the caller's"),
-        EngineRoute("GET", f"{base}/tasks/{{task_id}}", model=models.TASK,
-                    note="one async add's status by its random request id; no content"),
+        route(f"POST {base}/memory/flush", models.FLUSH,
+              "one session's extraction; the session must be the caller's"),
+        route(f"POST {base}/memory/get", models.GET,
+              "pages of one owner's memories (user_id or agent_id)", reads=True),
+        route(f"GET {base}/tasks", models.TASKS,
+              "accepted async adds of one session of the caller's"),
+        route(f"GET {base}/tasks/{{task_id}}", models.TASK,
+              "one async add's status by its random request id; no content"),
     )
 
 
@@ -67,14 +67,10 @@ FLAVOR = Flavor(
     name="everos",
     dialect=EVEROS_V2,
     native=(
-        NativeRoute("/api/v2/memory/add", ADD, EVEROS_V2, follows_config=True,
-                    model=models.ADD),
-        NativeRoute("/api/v1/memory/add", ADD, EVEROS_V2, follows_config=True,
-                    model=models.ADD),
-        NativeRoute("/api/v2/memory/search", SEARCH, EVEROS_V2, follows_config=True,
-                    model=models.SEARCH),
-        NativeRoute("/api/v1/memory/search", SEARCH, EVEROS_V2, follows_config=True,
-                    model=models.SEARCH),
+        EVEROS_V2.add_route("/api/v2/memory/add", models.ADD),
+        EVEROS_V2.add_route("/api/v1/memory/add", models.ADD),
+        EVEROS_V2.search_route("/api/v2/memory/search", models.SEARCH),
+        EVEROS_V2.search_route("/api/v1/memory/search", models.SEARCH),
     ),
     table=(*everos_v2_routes("v2"), *everos_v2_routes("v1"), HEALTH),
     reads_local_files=True,

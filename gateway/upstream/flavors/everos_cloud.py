@@ -21,21 +21,18 @@ from gateway.search.items import FoundItem, v0_items
 from gateway.store.ids import now_ms
 from gateway.upstream.flavors import cloud_models as models
 from gateway.upstream.flavors.base import (
-    ADD,
-    SEARCH,
     AddScope,
     DataOwner,
     Dialect,
     EngineCall,
     Flavor,
-    NativeRoute,
     name_files,
     session_filter,
     string,
     top_k,
 )
 from gateway.upstream.flavors.everos import HEALTH, EverosV2
-from gateway.upstream.routes import EngineRoute
+from gateway.upstream.routes import EngineRoute, route
 
 V1_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("episodes",), "episode"),
@@ -123,59 +120,44 @@ CLOUD_V1 = CloudV1()
 # The Cloud's v1 API past add and search (the everos 0.4 SDK). Its settings are engine-wide
 # administration and stay closed.
 CLOUD_V1_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/api/v1/memories/flush", model=models.V1_FLUSH,
-                note="one user's sessions"),
-    EngineRoute("POST", "/api/v1/memories/agent/flush", model=models.V1_AGENT_FLUSH,
-                note="one user's agent sessions"),
-    EngineRoute("POST", "/api/v1/memories/get", model=models.V1_GET, reads=True,
-                note="pages by filters"),
-    EngineRoute("POST", "/api/v1/memories/delete", model=models.V1_DELETE,
-                note="delete by user or group"),
-    EngineRoute("POST", "/api/v1/memories/group", claims=True, model=models.V1_GROUP_ADD,
-                note="add to a group; the group is claimed"),
-    EngineRoute("POST", "/api/v1/memories/group/flush", model=models.V1_GROUP_FLUSH,
-                note="one group"),
-    EngineRoute("POST", "/api/v1/groups", claims=True, model=models.V1_GROUP_CREATE,
-                note="create a group: claimed"),
-    EngineRoute("GET", "/api/v1/groups/{group_id}", model=models.V1_GROUP_ONE,
-                note="one group"),
-    EngineRoute("PATCH", "/api/v1/groups/{group_id}", model=models.V1_GROUP_PATCH,
-                note="rename one group"),
-    EngineRoute("POST", "/api/v1/senders", model=models.V1_SENDER_CREATE,
-                note="name a sender: yourself"),
-    EngineRoute("GET", "/api/v1/senders/{sender_id}", model=models.V1_SENDER_ONE,
-                note="one sender: yourself"),
-    EngineRoute("PATCH", "/api/v1/senders/{sender_id}", model=models.V1_SENDER_PATCH,
-                note="rename one sender: yourself"),
-    EngineRoute("GET", "/api/v1/tasks/{task_id}", model=models.V1_TASK,
-                note="an async add's status by its task id; no content"),
+    route("POST /api/v1/memories/flush", models.V1_FLUSH, "one user's sessions"),
+    route("POST /api/v1/memories/agent/flush", models.V1_AGENT_FLUSH, "one user's agent sessions"),
+    route("POST /api/v1/memories/get", models.V1_GET, "pages by filters", reads=True),
+    route("POST /api/v1/memories/delete", models.V1_DELETE, "delete by user or group"),
+    route("POST /api/v1/memories/group", models.V1_GROUP_ADD,
+          "add to a group; the group is claimed", claims=True),
+    route("POST /api/v1/memories/group/flush", models.V1_GROUP_FLUSH, "one group"),
+    route("POST /api/v1/groups", models.V1_GROUP_CREATE, "create a group: claimed", claims=True),
+    route("GET /api/v1/groups/{group_id}", models.V1_GROUP_ONE, "one group"),
+    route("PATCH /api/v1/groups/{group_id}", models.V1_GROUP_PATCH, "rename one group"),
+    route("POST /api/v1/senders", models.V1_SENDER_CREATE, "name a sender: yourself"),
+    route("GET /api/v1/senders/{sender_id}", models.V1_SENDER_ONE, "one sender: yourself"),
+    route("PATCH /api/v1/senders/{sender_id}", models.V1_SENDER_PATCH,
+          "rename one sender: yourself"),
+    route("GET /api/v1/tasks/{task_id}", models.V1_TASK,
+          "an async add's status by its task id; no content"),
 )
 # The Cloud's v2 API past add and search (the everos-cloud 1.x SDK). It serves no task routes.
 CLOUD_V2_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/api/v2/memory/flush", model=models.V2_FLUSH,
-                note="one session's extraction; the session must be the caller's"),
-    EngineRoute("POST", "/api/v2/memory/get", model=models.V2_GET, reads=True,
-                note="pages of one owner's memories (user_id or agent_id)"),
-    EngineRoute("POST", "/api/v2/memory/delete", model=models.V2_DELETE,
-                note="delete one owner's memories"),
-    EngineRoute("POST", "/api/v2/memory/edit", model=models.V2_EDIT,
-                note="edit one user's profile"),
+    route("POST /api/v2/memory/flush", models.V2_FLUSH,
+          "one session's extraction; the session must be the caller's"),
+    route("POST /api/v2/memory/get", models.V2_GET,
+          "pages of one owner's memories (user_id or agent_id)", reads=True),
+    route("POST /api/v2/memory/delete", models.V2_DELETE, "delete one owner's memories"),
+    route("POST /api/v2/memory/edit", models.V2_EDIT, "edit one user's profile"),
 )
 # EverMemOS v0 (the `evermemos` SDK), which the Cloud still serves: one message per add,
 # `sender` the owner and `group_id` the conversation; reads by query string (or a GET body).
+# Its fetch and search are answered like a search: others' items dropped, attachments added.
 CLOUD_V0_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/api/v0/memories", claims=True, model=models.V0_ADD,
-                note="add one message; group_id claimed"),
-    EngineRoute("GET", "/api/v0/memories", model=models.V0_FETCH, answer_items=v0_items,
-                note="fetch by memory type; answered like a search (others' items dropped, "
-                "attachments added)"),
-    EngineRoute("GET", "/api/v0/memories/search", model=models.V0_SEARCH, answer_items=v0_items,
-                note="search; answered like a search (others' items dropped, attachments "
-                "added)"),
-    EngineRoute("DELETE", "/api/v0/memories", model=models.V0_DELETE,
-                note="delete by combined criteria"),
-    EngineRoute("GET", "/api/v0/status/request", model=models.V0_STATUS,
-                note="an add's processing status"),
+    route("POST /api/v0/memories", models.V0_ADD, "add one message; group_id claimed",
+          claims=True),
+    route("GET /api/v0/memories", models.V0_FETCH, "fetch by memory type; answered like a "
+          "search (others' items dropped, attachments added)", answer_items=v0_items),
+    route("GET /api/v0/memories/search", models.V0_SEARCH, "search; answered like a search "
+          "(others' items dropped, attachments added)", answer_items=v0_items),
+    route("DELETE /api/v0/memories", models.V0_DELETE, "delete by combined criteria"),
+    route("GET /api/v0/status/request", models.V0_STATUS, "an add's processing status"),
 )
 CLOUD_TABLE: tuple[EngineRoute, ...] = (
     *CLOUD_V2_ROUTES,
@@ -207,23 +189,21 @@ def v1_erase_calls(owner: DataOwner) -> list[EngineCall]:
 
 
 def _flavor(name: str, primary: Dialect) -> Flavor:
+    v2 = primary is CLOUD_V2  # the v2 routes follow upstream.add_path/search_path, else v1's
     return Flavor(
         name=name,
         dialect=primary,
         native=(
-            NativeRoute("/api/v2/memory/add", ADD, CLOUD_V2, follows_config=primary is CLOUD_V2,
-                        model=models.V2_ADD),
-            NativeRoute("/api/v2/memory/search", SEARCH, CLOUD_V2,
-                        follows_config=primary is CLOUD_V2, model=models.V2_SEARCH),
-            NativeRoute("/api/v1/memories", ADD, CLOUD_V1, follows_config=primary is CLOUD_V1,
-                        model=models.V1_ADD),
-            NativeRoute("/api/v1/memories/agent", ADD, CLOUD_V1, follows_config=False,
-                        model=models.V1_AGENT_ADD),
-            NativeRoute("/api/v1/memories/search", SEARCH, CLOUD_V1,
-                        follows_config=primary is CLOUD_V1, model=models.V1_SEARCH),
+            CLOUD_V2.add_route("/api/v2/memory/add", models.V2_ADD, follows_config=v2),
+            CLOUD_V2.search_route("/api/v2/memory/search", models.V2_SEARCH, follows_config=v2),
+            CLOUD_V1.add_route("/api/v1/memories", models.V1_ADD, follows_config=not v2),
+            CLOUD_V1.add_route("/api/v1/memories/agent", models.V1_AGENT_ADD,
+                               follows_config=False),
+            CLOUD_V1.search_route("/api/v1/memories/search", models.V1_SEARCH,
+                                  follows_config=not v2),
         ),
         table=CLOUD_TABLE,
-        erase_calls=v2_erase_calls if primary is CLOUD_V2 else v1_erase_calls,
+        erase_calls=v2_erase_calls if v2 else v1_erase_calls,
         signs_files=True,
     )
 

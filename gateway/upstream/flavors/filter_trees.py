@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import Forbidden, ValidationFailed
-from gateway.identity.named import AGENT, USER, check_canonical
+from gateway.identity.named import AGENT, USER, check_canonical, named_values
 
 # Operators that match exactly the values they name (the engines' `eq` / `in`).
 POSITIVE_OPERATORS = frozenset({"eq", "in"})
@@ -66,16 +66,8 @@ def conditions(tree: Any, where: str, *, every: Collection[str] = (),
 def positive(value: Any, *, wildcard: str | None = None) -> list[Any] | None:
     """The values a condition names exactly (a plain value, a list, `eq` / `in`), or None when
     it reaches beyond them (`ne`, `gt`, `contains`, the engine's wildcard, ...)."""
-    if isinstance(value, Mapping):
-        if not value or not set(value) <= POSITIVE_OPERATORS:
-            return None
-        named: list[Any] = []
-        for inner in value.values():
-            named.extend(inner if isinstance(inner, list) else [inner])
-        values = named
-    else:
-        values = list(value) if isinstance(value, list) else [value]
-    if wildcard is not None and wildcard in values:
+    values = named_values(value, POSITIVE_OPERATORS)
+    if values is None or (wildcard is not None and wildcard in values):
         return None
     return values
 

@@ -17,22 +17,18 @@ from gateway.errors import UpstreamBadResponse
 from gateway.search.items import FoundItem
 from gateway.upstream.flavors import mem0_models as models
 from gateway.upstream.flavors.base import (
-    ADD,
     DEFAULT_SCOPE,
-    SEARCH,
     AddScope,
     DataOwner,
     Dialect,
     EngineCall,
     Flavor,
-    NativeRoute,
     file_line,
     session_filter,
     string,
     top_k,
 )
-from gateway.upstream.models import RouteModel
-from gateway.upstream.routes import AGENT, SESSION, USER, EngineRoute
+from gateway.upstream.routes import AGENT, SESSION, USER, EngineRoute, route
 
 NAMES_KEY = "attachment_names"
 
@@ -131,13 +127,9 @@ def _type(item: Any) -> str:
 MEM0 = Mem0()
 
 
-def _by_id(method: str, pattern: str, probe: str, model: RouteModel, note: str) -> EngineRoute:
-    return EngineRoute(method, pattern, owner_probe=probe, model=model, note=note)
-
-
 def _entities(method: str, note: str) -> tuple[EngineRoute, ...]:
-    return tuple(EngineRoute(method, f"/v2/entities/{name}/{{entity_id}}/",
-                             model=models.ENTITY[kind], note=f"{note} ({name})")
+    return tuple(route(f"{method} /v2/entities/{name}/{{entity_id}}/", models.ENTITY[kind],
+                       f"{note} ({name})")
                  for name, kind in (("user", USER), ("agent", AGENT), ("run", SESSION)))
 
 
@@ -145,43 +137,37 @@ def _entities(method: str, note: str) -> tuple[EngineRoute, ...]:
 # `/generate-instructions` are engine-wide and stay closed) and its platform API (`MemoryClient`:
 # `/v1`..`/v3` paths, trailing slashes kept; entities lists, batch, events, webhooks,
 # organisations and projects stay closed, as do the deprecated v1/v2 list and search). A memory
-# id says nothing of its owner: routes by id first read the memory and go on only when its
-# `user_id` is the caller.
+# id says nothing of its owner: routes by id first read the memory (`owner_probe`) and go on
+# only when its `user_id` is the caller.
+_ONE = "/memories/{memory_id}"
+_PLATFORM_ONE = "/v1/memories/{memory_id}/"
 OSS_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("GET", "/memories", model=models.LIST, note="list one user, agent or run"),
-    EngineRoute("DELETE", "/memories", model=models.DELETE_ALL,
-                note="delete all of one user, agent or run"),
-    _by_id("GET", "/memories/{memory_id}", "/memories/{memory_id}", models.ONE, "one memory"),
-    _by_id("PUT", "/memories/{memory_id}", "/memories/{memory_id}", models.UPDATE,
-           "edit one memory"),
-    _by_id("DELETE", "/memories/{memory_id}", "/memories/{memory_id}", models.ONE,
-           "delete one memory"),
-    _by_id("GET", "/memories/{memory_id}/history", "/memories/{memory_id}", models.ONE,
-           "its history"),
+    route("GET /memories", models.LIST, "list one user, agent or run"),
+    route("DELETE /memories", models.DELETE_ALL, "delete all of one user, agent or run"),
+    route(f"GET {_ONE}", models.ONE, "one memory", owner_probe=_ONE),
+    route(f"PUT {_ONE}", models.UPDATE, "edit one memory", owner_probe=_ONE),
+    route(f"DELETE {_ONE}", models.ONE, "delete one memory", owner_probe=_ONE),
+    route(f"GET {_ONE}/history", models.ONE, "its history", owner_probe=_ONE),
 )
 PLATFORM_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("GET", "/v1/ping/", model=models.PING,
-                note="MemoryClient's key check; names no one"),
-    EngineRoute("POST", "/v3/memories/", model=models.PLATFORM_LIST, reads=True,
-                note="get_all by filters"),
-    _by_id("GET", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/", models.PLATFORM_ONE,
-           "one memory"),
-    _by_id("PUT", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
-           models.PLATFORM_UPDATE, "edit one memory"),
-    _by_id("DELETE", "/v1/memories/{memory_id}/", "/v1/memories/{memory_id}/",
-           models.PLATFORM_DELETE, "delete one memory"),
-    _by_id("GET", "/v1/memories/{memory_id}/history/", "/v1/memories/{memory_id}/",
-           models.PLATFORM_ONE, "its history"),
-    EngineRoute("DELETE", "/v1/memories/", model=models.PLATFORM_DELETE_ALL,
-                note="delete_all by entity"),
+    route("GET /v1/ping/", models.PING, "MemoryClient's key check; names no one"),
+    route("POST /v3/memories/", models.PLATFORM_LIST, "get_all by filters", reads=True),
+    route(f"GET {_PLATFORM_ONE}", models.PLATFORM_ONE, "one memory",
+          owner_probe=_PLATFORM_ONE),
+    route(f"PUT {_PLATFORM_ONE}", models.PLATFORM_UPDATE, "edit one memory",
+          owner_probe=_PLATFORM_ONE),
+    route(f"DELETE {_PLATFORM_ONE}", models.PLATFORM_DELETE, "delete one memory",
+          owner_probe=_PLATFORM_ONE),
+    route(f"GET {_PLATFORM_ONE}history/", models.PLATFORM_ONE, "its history",
+          owner_probe=_PLATFORM_ONE),
+    route("DELETE /v1/memories/", models.PLATFORM_DELETE_ALL, "delete_all by entity"),
     *_entities("GET", "one entity's details"),
     *_entities("DELETE", "one entity and its memories"),
-    EngineRoute("POST", "/v1/exports/", model=models.EXPORT, note="export by filters"),
-    EngineRoute("POST", "/v1/exports/get/", model=models.EXPORT_GET, reads=True,
-                note="fetch an export by filters"),
-    EngineRoute("POST", "/v1/summary/", model=models.SUMMARY, reads=True,
-                note="summary by filters"),
+    route("POST /v1/exports/", models.EXPORT, "export by filters"),
+    route("POST /v1/exports/get/", models.EXPORT_GET, "fetch an export by filters", reads=True),
+    route("POST /v1/summary/", models.SUMMARY, "summary by filters", reads=True),
 )
+
 
 def erase_calls(owner: DataOwner) -> list[EngineCall]:
     """`DELETE /memories` with one identifier each (server/main.py `delete_all_memories`:
@@ -200,12 +186,10 @@ FLAVOR = Flavor(
     name="mem0",
     dialect=MEM0,
     native=(
-        NativeRoute("/memories", ADD, MEM0, follows_config=True, model=models.ADD),
-        NativeRoute("/search", SEARCH, MEM0, follows_config=True, model=models.SEARCH),
-        NativeRoute("/v3/memories/add/", ADD, MEM0, follows_config=False,
-                    model=models.PLATFORM_ADD),
-        NativeRoute("/v3/memories/search/", SEARCH, MEM0, follows_config=False,
-                    model=models.PLATFORM_SEARCH),
+        MEM0.add_route("/memories", models.ADD),
+        MEM0.search_route("/search", models.SEARCH),
+        MEM0.add_route("/v3/memories/add/", models.PLATFORM_ADD, follows_config=False),
+        MEM0.search_route("/v3/memories/search/", models.PLATFORM_SEARCH, follows_config=False),
     ),
     table=(*OSS_ROUTES, *PLATFORM_ROUTES),
     erase_calls=erase_calls,

@@ -19,15 +19,12 @@ from gateway.errors import UpstreamBadResponse
 from gateway.search.items import FoundItem
 from gateway.upstream.flavors import memos_models as models
 from gateway.upstream.flavors.base import (
-    ADD,
     DEFAULT_SCOPE,
-    SEARCH,
     AddScope,
     DataOwner,
     Dialect,
     EngineCall,
     Flavor,
-    NativeRoute,
     file_line,
     scope_value,
     session_filter,
@@ -35,7 +32,7 @@ from gateway.upstream.flavors.base import (
     text_part,
     top_k,
 )
-from gateway.upstream.routes import EngineRoute
+from gateway.upstream.routes import EngineRoute, route
 
 MEMORY_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem")
 _FETCHABLE = ("http://", "https://")
@@ -152,19 +149,18 @@ MEMOS = MemOS()
 # inner routes (`exist_mem_cube_id`, `get_user_names_by_memory_ids`, record ids, the dashboard)
 # and `/admin/*` are engine-wide or cannot be checked for their owner, and stay closed.
 MEMOS_ROUTES: tuple[EngineRoute, ...] = (
-    EngineRoute("POST", "/product/get_all", model=models.GET_ALL, reads=True,
-                note="one cube's memories"),
-    EngineRoute("POST", "/product/get_memory", model=models.GET_MEMORY, reads=True,
-                note="one cube's memories, paged and filtered"),
-    EngineRoute("POST", "/product/delete_memory", model=models.DELETE,
-                note="delete the caller's memories by filter or file ids"),
-    EngineRoute("POST", "/product/chat/complete", model=models.CHAT_COMPLETE,
-                note="chat over the caller's cubes"),
-    EngineRoute("POST", "/product/chat/stream", model=models.CHAT_STREAM,
-                note="streamed chat over the caller's cubes"),
-    EngineRoute("POST", "/product/suggestions", model=models.SUGGESTIONS, reads=True,
-                note="suggested queries from one cube"),
+    route("POST /product/get_all", models.GET_ALL, "one cube's memories", reads=True),
+    route("POST /product/get_memory", models.GET_MEMORY,
+          "one cube's memories, paged and filtered", reads=True),
+    route("POST /product/delete_memory", models.DELETE,
+          "delete the caller's memories by filter or file ids"),
+    route("POST /product/chat/complete", models.CHAT_COMPLETE, "chat over the caller's cubes"),
+    route("POST /product/chat/stream", models.CHAT_STREAM,
+          "streamed chat over the caller's cubes"),
+    route("POST /product/suggestions", models.SUGGESTIONS, "suggested queries from one cube",
+          reads=True),
 )
+
 
 def _failed(answer: Any) -> str | None:
     """handlers/memory_handler.py answers a failed delete with 200 and `data.status: failure`."""
@@ -191,11 +187,8 @@ def export_calls(owner: DataOwner) -> list[EngineCall]:
 FLAVOR = Flavor(
     name="memos",
     dialect=MEMOS,
-    native=(
-        NativeRoute("/product/add", ADD, MEMOS, follows_config=True, model=models.ADD),
-        NativeRoute("/product/search", SEARCH, MEMOS, follows_config=True,
-                    model=models.SEARCH),
-    ),
+    native=(MEMOS.add_route("/product/add", models.ADD),
+            MEMOS.search_route("/product/search", models.SEARCH)),
     table=MEMOS_ROUTES,
     erase_calls=erase_calls,
     export_calls=export_calls,
