@@ -280,12 +280,16 @@ class Gateway:
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
         seconds_token = UPSTREAM_SECONDS.set(0.0)
+        trace = None if self.tracing is None else self.tracing.begin(scope)
         try:
-            if self.tracing is None:
+            if trace is None:
                 await self._dispatch(scope, receive, send_with_id, request_id)
             else:
-                with self.tracing.request(scope):
+                trace_token = tracing.enter(trace)
+                try:
                     await self._dispatch(scope, receive, send_with_id, request_id)
+                finally:
+                    tracing.leave(trace_token)
         except ClientDisconnected:
             if scope.get(BODY_TIMED_OUT):  # the server answered 408 (serving/connections.py)
                 status = RequestTimeout.status
@@ -308,6 +312,9 @@ class Gateway:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
             UPSTREAM_SECONDS.reset(seconds_token)
+            if trace is not None and trace.sampled:  # the response is sent: its spans now
+                assert self.tracing is not None
+                self.tracing.finish(trace, scope, status or 499, scope.get(ROUTE_KEY))
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""
