@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.app import Gateway, create_app
-from gateway.config import Settings
-from gateway.tracing import parse_traceparent
+from gateway.config import Settings, TracingSettings
+from gateway.tracing import Tracing, parse_traceparent
 from tests.attachment_helpers import answer_search, engine_ok, episodes
 from tests.conftest import client_for
 from tests.processes import ROOT
@@ -123,7 +123,9 @@ async def test_an_unsampled_request_records_nothing_but_still_continues_the_trac
 
 def _traced(settings: Settings, engine: respx.MockRouter, exporter: InMemorySpanExporter,
             **values: object) -> Gateway:
-    return create_app(settings.with_values(tracing={"enabled": True, **values}),
+    """Tracing on, every new trace recorded unless `values` say otherwise."""
+    return create_app(settings.with_values(tracing={"enabled": True, "sample_ratio": 1.0,
+                                                    **values}),
                       upstream_transport=httpx.MockTransport(engine.async_handler),
                       span_exporter=exporter)
 
@@ -254,3 +256,18 @@ async def test_a_failed_step_and_an_engine_failure_mark_their_spans_as_errors(
     assert first["POST /api/v2/memory/get"].status.status_code is StatusCode.UNSET
     assert second["engine call"].status.status_code is StatusCode.ERROR
     assert second["POST /api/v2/memory/get"].status.status_code is StatusCode.ERROR
+
+
+def test_the_ratio_decides_by_the_trace_ids_low_64_bits_as_the_sdks_sampler_does() -> None:
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+    tracing = Tracing(TracingSettings(sample_ratio=0.25, parent_based=False),
+                      InMemorySpanExporter())
+    sdk = TraceIdRatioBased(0.25)
+    for low in (0, 0x3FFF_FFFF_FFFF_FFFF, 0x4000_0000_0000_0000, 0xFFFF_FFFF_FFFF_FFFF):
+        trace_id = (0x1234 << 64) | low
+        header = f"00-{trace_id:032x}-00f067aa0ba902b7-01".encode()
+        trace = tracing.begin({"headers": [(b"traceparent", header)]})
+        expected = sdk.should_sample(None, trace_id, "x").decision.is_sampled()
+        assert trace.sampled is expected is (low < 0x4000_0000_0000_0000), hex(low)
+    assert TracingSettings().sample_ratio == 0.01 and TracingSettings().parent_based
