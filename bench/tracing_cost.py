@@ -1,11 +1,12 @@
 """Tracing's cost (issue 54: ≤ 5 % when on, nothing when off), as the gateway's process pays it.
 
-Two gateways in this process, each driven through its ASGI interface with the small JSON POST of
-bench/passthrough.py, forwarding with the production client to the same fast upstream process
-(a process of its own, so its CPU is not counted): one with tracing off, one with tracing on
-(`tracing.enabled`, `parent_based = true`, `sample_ratio` as given, default the shipped one).
+One gateway in this process, driven through its ASGI interface with the small JSON POST of
+bench/passthrough.py, forwarding with the production client to a fast upstream process (its CPU
+is not counted); tracing is switched off and on between batches, so nothing else differs. On:
+`tracing.enabled`, `parent_based = true`, `sample_ratio` as given (default: the shipped one).
 The spans go through the batching processor the OTLP exporter uses to an exporter that encodes
-them as OTLP/HTTP does (protobuf) and drops the bytes: every CPU cost but the socket's.
+them as OTLP/HTTP does (protobuf) and drops the bytes: every CPU cost but the socket's, counted
+in the batch that made them (the processor is flushed before each batch's clock stops).
 
 Four kinds of request, alternated batch by batch in one run:
   off        tracing off (the client's traceparent passes unchanged);
@@ -13,9 +14,10 @@ Four kinds of request, alternated batch by batch in one run:
   sampled    tracing on, the client's traceparent says sampled: every span, as sample_ratio 1;
   ratio      tracing on, no traceparent: `sample_ratio` decides.
 Measured: the process's CPU (all threads: the event loop, the database's and the exporter's)
-per request, and each request's latency. Prints medians over the rounds and each kind's median
-ratio to `off` in the same round. Then, without the network, the tracing hooks' own time per
-request (`--hooks`): what a request costs tracing when nothing else varies.
+per request, and each request's latency. Prints medians over the rounds and each kind's ratio
+to `off` in the same round (median and quartiles: on a shared machine a batch's CPU varies by
+several per cent). `--hooks`: then the tracing hooks of one request alone (begin, four steps,
+the engine's headers, the spans made, batched and encoded), the figure that load cannot blur.
 
     .venv/bin/python bench/tracing_cost.py [--rounds 12] [--batch 256] [--ratio R]
 """
@@ -120,53 +122,54 @@ async def batch(app: Gateway, key: str, traceparent: bytes | None, n: int,
 
 
 async def measure(upstream: str, args: argparse.Namespace) -> dict[str, float]:
-    apps: dict[str, tuple[Gateway, str]] = {}
     exporter = EncodeExporter()
     with tempfile.TemporaryDirectory(prefix="mgw-tracing-") as tmp:
-        for name in ("off", "on"):
-            settings = Settings().with_values(
-                upstream={"base_url": upstream},
-                storage={"root": f"{tmp}/{name}", "database": f"{tmp}/{name}.db"},
-                tracing={"enabled": name == "on", "sample_ratio": args.ratio})
-            key = create_key(settings, "bench")
-            app = create_app(settings)
-            if name == "on":
-                app.tracing = Tracing(settings.tracing, exporter, batched=True)
-            await app.startup()
-            apps[name] = (app, key)
+        settings = Settings().with_values(
+            upstream={"base_url": upstream},
+            storage={"root": tmp, "database": f"{tmp}/gateway.db"},
+            tracing={"enabled": True, "sample_ratio": args.ratio})
+        key = create_key(settings, "bench")
+        app = create_app(settings)
+        # One gateway, tracing switched per batch: nothing else differs between the kinds.
+        on = app.tracing = Tracing(settings.tracing, exporter, batched=True)
+        await app.startup()
         cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
         latency: dict[str, list[float]] = {kind: [] for kind in KINDS}
         ratios: dict[str, list[float]] = {kind: [] for kind in KINDS[1:]}
         try:
-            for kind in KINDS:  # warm-up
-                await batch(*apps["off" if kind == "off" else "on"], TRACEPARENT[kind],
-                            args.batch)
-            for round_ in range(args.rounds):
+            for round_ in range(args.rounds + 1):  # the first round warms up
                 # a different order each round, so no kind always follows another
                 order = KINDS[round_ % 4:] + KINDS[:round_ % 4]
                 spent: dict[str, float] = {}
                 for kind in order:
-                    spent[kind], seconds = await batch(
-                        *apps["off" if kind == "off" else "on"], TRACEPARENT[kind], args.batch)
-                    cpu[kind].append(spent[kind])
-                    latency[kind].extend(seconds)
+                    app.tracing = None if kind == "off" else on
+                    spent[kind], seconds = await batch(app, key, TRACEPARENT[kind], args.batch)
+                    if round_:
+                        cpu[kind].append(spent[kind])
+                        latency[kind].extend(seconds)
                 for kind in KINDS[1:]:
-                    ratios[kind].append(spent[kind] / spent["off"])
+                    if round_:
+                        ratios[kind].append(spent[kind] / spent["off"])
         finally:
-            for app, _ in apps.values():
-                await app.shutdown()  # the processor's last batches are encoded here
+            app.tracing = on
+            await app.shutdown()
     print(f"{args.rounds} rounds of {args.batch} requests of each kind, 16 at a time; "
           f"sample_ratio {args.ratio}, parent_based true; spans encoded: {exporter.spans}")
     print(f"{'kind':<10} {'CPU/request':>12} {'p50 latency':>12} {'p99 latency':>12} "
-          f"{'CPU ÷ off':>10}")
+          f"{'CPU ÷ off, median (quartiles) of the rounds':>44}")
     out = {}
     for kind in KINDS:
         lat = sorted(latency[kind])
-        ratio = statistics.median(ratios[kind]) if kind != "off" else 1.0
+        spread = ""
+        if kind == "off":
+            ratio = 1.0
+        else:
+            low, ratio, high = statistics.quantiles(ratios[kind], n=4)
+            spread = f" ({low:.3f}–{high:.3f})"
         out[kind] = ratio
         print(f"{kind:<10} {statistics.median(cpu[kind]) * 1e6:>9.1f} us "
               f"{lat[len(lat) // 2] * 1e6:>9.0f} us {lat[int(len(lat) * 0.99)] * 1e6:>9.0f} us "
-              f"{ratio:>10.3f}")
+              f"{ratio:>10.3f}{spread}")
     return out
 
 

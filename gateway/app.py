@@ -280,7 +280,8 @@ class Gateway:
         began = time.perf_counter()
         upstream_token = UPSTREAM_STATUS.set(None)
         seconds_token = UPSTREAM_SECONDS.set(0.0)
-        trace = None if self.tracing is None else self.tracing.begin(scope)
+        traced = self.tracing
+        trace = None if traced is None else traced.begin(scope)
         try:
             if trace is None:
                 await self._dispatch(scope, receive, send_with_id, request_id)
@@ -312,9 +313,11 @@ class Gateway:
             self._finished(scope, status or 499, time.perf_counter() - began)
             UPSTREAM_STATUS.reset(upstream_token)
             UPSTREAM_SECONDS.reset(seconds_token)
-            if trace is not None and trace.sampled:  # the response is sent: its spans now
-                assert self.tracing is not None
-                self.tracing.finish(trace, scope, status or 499, scope.get(ROUTE_KEY))
+            if traced is not None and trace is not None and trace.sampled:  # sent: spans now
+                try:
+                    traced.finish(trace, scope, status or 499, scope.get(ROUTE_KEY))
+                except Exception:  # a trace lost, never a request
+                    log.exception("could not record the spans of request %s", request_id)
 
     def _finished(self, scope: Scope, status: int, seconds: float) -> None:
         """Count the request and write its access line; status 499: the client left first."""

@@ -15,9 +15,14 @@ import respx
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from gateway import tracing
 from gateway.app import Gateway, create_app
 from gateway.config import Settings, TracingSettings
+from gateway.identity.principal import PRINCIPAL_KEY
 from gateway.tracing import Tracing, parse_traceparent
 from tests.attachment_helpers import answer_search, engine_ok, episodes
 from tests.conftest import client_for
@@ -271,3 +276,35 @@ def test_the_ratio_decides_by_the_trace_ids_low_64_bits_as_the_sdks_sampler_does
         expected = sdk.should_sample(None, trace_id, "x").decision.is_sampled()
         assert trace.sampled is expected is (low < 0x4000_0000_0000_0000), hex(low)
     assert TracingSettings().sample_ratio == 0.01 and TracingSettings().parent_based
+
+
+async def test_a_call_made_in_process_is_a_child_of_the_request_that_made_it(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    """The MCP tools and the console reach the REST routes through `call_as`: one trace."""
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter)
+
+    async def nested(request: Request) -> JSONResponse:
+        with tracing.span("tool"):
+            answer = await app.call_as(request.scope[PRINCIPAL_KEY], "POST",
+                                       "/api/v2/memory/get", json=GET_BODY,
+                                       origin=request.scope)
+        return JSONResponse({"status": answer.status})
+
+    app.add_route(Route("/agents/_nested", nested, methods=["GET"]))
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.get("/agents/_nested", headers={"traceparent": CLIENT_PARENT})
+        assert response.json() == {"status": 200}
+    spans = exporter.get_finished_spans()
+    assert {span.context.trace_id for span in spans} == {int(CLIENT_TRACE, 16)}
+    by_name = {span.name: span for span in spans}
+    outer, tool, inner = (by_name[name] for name in ("GET /agents/_nested", "tool",
+                                                      "POST /api/v2/memory/get"))
+    assert tool.parent is not None and tool.parent.span_id == outer.context.span_id
+    assert inner.parent is not None and inner.parent.span_id == tool.context.span_id
+    assert not inner.parent.is_remote
+    assert by_name["engine call"].parent.span_id == inner.context.span_id  # type: ignore[union-attr]
+    assert got.calls[0].request.headers["traceparent"] == \
+        f"00-{CLIENT_TRACE}-{by_name['engine call'].context.span_id:016x}-01"
