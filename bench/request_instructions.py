@@ -323,7 +323,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.limits:
         os.environ[LIMITS_ENV] = "1"  # the children's and this process's own serving
-    os.environ[TRACING_ENV] = args.tracing
+    if args.child is None:
+        os.environ[TRACING_ENV] = args.tracing  # the children's
     if args.child is not None:
         run_child(args.child, args.access_log, args.route[0])
         return 0
