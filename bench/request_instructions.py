@@ -16,6 +16,7 @@ gives the same count within about 1 % (the API key and timer firings differ betw
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
         [--access-log] [--route get|page|search] [--limits] [--profile]
+        [--tracing off|unsampled|sampled|ratio]
 
 `--route` picks the request: `get` (default) a small `/api/v2/memory/get` pass-through; `page`
 the search benchmark's page of 50 episodes (bench/search_cost.py) passed through unchanged
@@ -26,7 +27,9 @@ kernel's share. `--limits` serves with every rate limit and the engine-call cap 
 that nothing is refused: with and without it, the limiter's own instructions, which the served
 benchmark (bench/passthrough.py --limits) can only see through ±10 % of noise. `--profile` runs
 the requests once under cProfile instead (no valgrind) and prints the 30 functions with the
-most time of their own.
+most time of their own. `--tracing` serves with tracing on (bench/tracing_cost.py: the spans
+encoded as the OTLP exporter does, counted in its thread too), the client's `traceparent` saying
+`sampled` or `unsampled`, or none (`ratio`: the shipped `tracing.sample_ratio` decides).
 
 With several `--trees`, each is counted in turn with this checkout's interpreter; a tree is a
 checkout or `git archive` of the project (its C extension is not needed).
@@ -67,6 +70,13 @@ WARM_UP = 800
 # bench/passthrough.py --limits sets them; read by the child from its environment.
 LIMITS_ENV = "MGW_BENCH_LIMITS"
 LIMITS_ON = {"requests_per_s": 1_000_000, "burst": 1_000_000, "engine_concurrency_per_user": 1000}
+# `--tracing KIND`: tracing on (spans encoded as OTLP/HTTP does, then dropped, as in
+# bench/tracing_cost.py) and a client traceparent saying sampled or not, or none (`ratio`: the
+# shipped sample_ratio decides).
+TRACING_ENV = "MGW_BENCH_TRACING"
+TRACEPARENTS = {"unsampled": b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+                "sampled": b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "ratio": None}
 
 
 class _MemoryTransport:
@@ -175,9 +185,11 @@ def seed_search(key: str) -> list[bytes]:
 
 
 def request_bytes(path: bytes, key: str, body: bytes) -> bytes:
+    traceparent = TRACEPARENTS.get(os.environ.get(TRACING_ENV, ""))
+    trace = b"traceparent: %b\r\n" % traceparent if traceparent else b""
     return (b"POST %b HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
-            b"Content-Type: application/json\r\nAuthorization: Bearer %b\r\n"
-            b"Content-Length: %d\r\n\r\n%b" % (path, key.encode(), len(body), body))
+            b"Content-Type: application/json\r\nAuthorization: Bearer %b\r\n%b"
+            b"Content-Length: %d\r\n\r\n%b" % (path, key.encode(), trace, len(body), body))
 
 
 async def serve_requests(total: int, access_log: bool, route: str = "get") -> None:
@@ -216,6 +228,13 @@ async def serve_requests(total: int, access_log: bool, route: str = "get") -> No
         if access_log:
             logs.configure("info", stream=open(os.devnull, "w"))  # noqa: SIM115
         app = create_app(settings)
+        if os.environ.get(TRACING_ENV) in TRACEPARENTS:
+            from tracing_cost import EncodeExporter
+
+            from gateway.tracing import Tracing
+
+            # the spans left in its queue are encoded at shutdown, inside the count
+            app.tracing = Tracing(settings.tracing, EncodeExporter(), batched=True)
         await app.startup()
         request = request_bytes(ROUTES[route], key, BODY if route == "get" else SEARCH_BODY)
         adds = seed_search(key) if route != "get" else []
@@ -302,12 +321,16 @@ def main() -> int:
                         help="the requests counted (several: each in turn, ratios to the first)")
     parser.add_argument("--limits", action="store_true",
                         help="with every rate limit and the engine-call cap on (never refusing)")
+    parser.add_argument("--tracing", choices=["off", *TRACEPARENTS], default="off",
+                        help="tracing on, the client's traceparent sampled, unsampled or none")
     parser.add_argument("--profile", action="store_true",
                         help="profile --n2 requests of the first route with cProfile instead")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.limits:
         os.environ[LIMITS_ENV] = "1"  # the children's and this process's own serving
+    if args.child is None:
+        os.environ[TRACING_ENV] = args.tracing  # the children's
     if args.child is not None:
         run_child(args.child, args.access_log, args.route[0])
         return 0

@@ -280,12 +280,17 @@ class Gateway:
         began = time.perf_counter()
         calls = EngineCalls()
         calls_token = ENGINE_CALLS.set(calls)
+        traced = self.tracing
+        trace = None if traced is None else traced.begin(scope)
         try:
-            if self.tracing is None:
+            if trace is None:
                 await self._dispatch(scope, receive, send_with_id, request_id)
             else:
-                with self.tracing.request(scope):
+                trace_token = tracing.enter(trace)
+                try:
                     await self._dispatch(scope, receive, send_with_id, request_id)
+                finally:
+                    tracing.leave(trace_token)
         except ClientDisconnected:
             if scope.get(BODY_TIMED_OUT):  # the server answered 408 (serving/connections.py)
                 status = RequestTimeout.status
@@ -307,6 +312,11 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began, calls)
             ENGINE_CALLS.reset(calls_token)
+            if traced is not None and trace is not None and trace.sampled:  # sent: spans now
+                try:
+                    traced.finish(trace, scope, status or 499, scope.get(ROUTE_KEY))
+                except Exception:  # a trace lost, never a request
+                    log.exception("could not record the spans of request %s", request_id)
 
     def _finished(self, scope: Scope, status: int, seconds: float, calls: EngineCalls) -> None:
         """Count the request and write its access line; status 499: the client left first."""

@@ -280,9 +280,11 @@ class TracingSettings:
                                   "http://127.0.0.1:4318/v1/traces; empty = the exporter's "
                                   "default (OTEL_EXPORTER_OTLP_* variables, else localhost)")
     service_name: str = _setting("memory-gateway", "service.name of the spans")
-    sample_ratio: float = _setting(1.0, "share of traces recorded when the client sent no "
-                                   "sampled traceparent (a sampled one is always followed); "
-                                   "unrecorded requests still send the engine a traceparent")
+    sample_ratio: float = _setting(0.01, "share of new traces recorded (by trace id; 1 = "
+                                   "all, at about +70 % CPU a request); unrecorded ones make "
+                                   "no span and still send the engine a traceparent")
+    parent_based: bool = _setting(True, "follow the sampled flag of the client's traceparent; "
+                                  "false = sample_ratio decides every trace, the client's too")
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,25 @@ from collections.abc import Callable
 import httpx
 import pytest
 import respx
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from gateway.app import create_app
-from gateway.config import Settings
+from gateway import tracing
+from gateway.app import Gateway, create_app
+from gateway.config import Settings, TracingSettings
+from gateway.identity.principal import PRINCIPAL_KEY
+from gateway.tracing import Tracing, parse_traceparent
 from tests.attachment_helpers import answer_search, engine_ok, episodes
 from tests.conftest import client_for
 from tests.processes import ROOT
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_PARENT = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"
+GET_BODY = {"user_id": "alice", "memory_type": "episode"}
 
 
 async def test_a_search_is_one_trace_continuing_the_clients_with_the_steps_as_spans(
@@ -115,3 +124,187 @@ async def test_an_unsampled_request_records_nothing_but_still_continues_the_trac
     assert second.startswith(f"00-{CLIENT_TRACE}-") and int(second[-2:], 16) & 1 == 1
     traces = {span.context.trace_id for span in exporter.get_finished_spans()}
     assert traces == {int(CLIENT_TRACE, 16)}
+
+
+def _traced(settings: Settings, engine: respx.MockRouter, exporter: InMemorySpanExporter,
+            **values: object) -> Gateway:
+    """Tracing on, every new trace recorded unless `values` say otherwise."""
+    return create_app(settings.with_values(tracing={"enabled": True, "sample_ratio": 1.0,
+                                                    **values}),
+                      upstream_transport=httpx.MockTransport(engine.async_handler),
+                      span_exporter=exporter)
+
+
+async def test_a_pass_through_request_is_a_server_span_with_its_steps_as_children(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter)
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.post(
+            "/api/v2/memory/get", json={"user_id": "alice", "memory_type": "episode"},
+            headers={"traceparent": CLIENT_PARENT, "tracestate": "vendor=abc"})
+        assert response.status_code == 200, response.text
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    assert set(spans) == {"POST /api/v2/memory/get", "auth", "route model", "owner checks",
+                          "engine call"}, set(spans)
+    server = spans.pop("POST /api/v2/memory/get")
+    assert server.kind is SpanKind.SERVER and server.context.trace_id == int(CLIENT_TRACE, 16)
+    assert server.parent is not None and server.parent.is_remote
+    assert server.parent.span_id == 0x00f067aa0ba902b7
+    assert server.attributes["http.response.status_code"] == 200
+    assert server.attributes["http.request.method"] == "POST"
+    assert server.attributes["gateway.request_id"] == response.headers["x-request-id"]
+    assert server.start_time is not None and server.end_time is not None
+    ids = {server.context.span_id}
+    for name, step in spans.items():
+        assert step.context.trace_id == server.context.trace_id, name
+        assert step.parent is not None and step.parent.span_id == server.context.span_id, name
+        assert step.kind is SpanKind.INTERNAL and step.context.trace_flags.sampled, name
+        assert step.start_time is not None and step.end_time is not None, name
+        assert server.start_time <= step.start_time <= step.end_time <= server.end_time, name
+        ids.add(step.context.span_id)
+    assert len(ids) == 5  # every span its own id
+    order = sorted(spans.values(), key=lambda step: step.start_time or 0)
+    assert [step.name for step in order] == ["auth", "route model", "owner checks",
+                                             "engine call"]
+    # the engine continues the trace under the engine call, the client's tracestate kept
+    sent = got.calls[0].request.headers
+    assert sent["traceparent"] == \
+        f"00-{CLIENT_TRACE}-{spans['engine call'].context.span_id:016x}-01"
+    assert sent["tracestate"] == "vendor=abc"
+
+
+async def test_unsampled_no_span_is_made_and_the_clients_trace_headers_go_as_sent(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, sample_ratio=1.0)
+    unsampled = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.post("/api/v2/memory/get", json=GET_BODY,
+                                    headers={"traceparent": unsampled, "tracestate": "v=1"})
+        assert response.status_code == 200
+    assert exporter.get_finished_spans() == ()  # the client's decision is followed
+    sent = got.calls[0].request.headers
+    assert (sent["traceparent"], sent["tracestate"]) == (unsampled, "v=1")
+
+
+async def test_not_parent_based_the_ratio_decides_a_clients_trace_too(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, sample_ratio=0.0, parent_based=False)
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        await alice.post("/api/v2/memory/get", json=GET_BODY,
+                         headers={"traceparent": CLIENT_PARENT, "tracestate": "v=1"})
+    assert exporter.get_finished_spans() == ()
+    sent = got.calls[0].request.headers  # same trace, marked not sampled for the engine
+    assert sent["traceparent"] == f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
+    assert sent["tracestate"] == "v=1"
+
+
+@pytest.mark.parametrize("traceparent", [
+    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  # upper case
+    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # zero trace id
+    f"00-{CLIENT_TRACE}-0000000000000000-01",  # zero parent id
+    f"ff-{CLIENT_TRACE}-00f067aa0ba902b7-01",  # version ff
+    f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01-more",  # version 00 has four fields
+    f"00-{CLIENT_TRACE}-00f067aa0ba902b7",
+])
+async def test_an_invalid_traceparent_starts_a_new_trace_and_its_tracestate_is_dropped(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
+    traceparent: str
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter)
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        await alice.post("/api/v2/memory/get", json=GET_BODY,
+                         headers={"traceparent": traceparent, "tracestate": "v=1"})
+    [server] = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.SERVER]
+    assert server.parent is None and server.context.trace_id != int(CLIENT_TRACE, 16)
+    sent = got.calls[0].request.headers
+    assert sent["traceparent"].startswith(f"00-{server.context.trace_id:032x}-")
+    assert "tracestate" not in sent
+
+
+def test_a_later_version_of_traceparent_is_read_by_its_first_four_fields() -> None:
+    later = f"01-{CLIENT_TRACE}-00f067aa0ba902b7-03-whatever".encode()
+    assert parse_traceparent(later) == (int(CLIENT_TRACE, 16), 0x00f067aa0ba902b7, True)
+    assert parse_traceparent(f"00-{CLIENT_TRACE}-00f067aa0ba902b7-02".encode()) == \
+        (int(CLIENT_TRACE, 16), 0x00f067aa0ba902b7, False)
+
+
+async def test_a_failed_step_and_an_engine_failure_mark_their_spans_as_errors(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    engine.post("/api/v2/memory/get").mock(side_effect=httpx.ConnectError("down"))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter)
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        refused = await alice.post("/api/v2/memory/get", json={**GET_BODY, "user_id": "bob"})
+        assert refused.status_code == 403, refused.text
+        failed = await alice.post("/api/v2/memory/get", json=GET_BODY)
+        assert failed.status_code == 502, failed.text
+    spans = exporter.get_finished_spans()
+    by_trace: dict[int, dict[str, ReadableSpan]] = {}
+    for span in spans:
+        by_trace.setdefault(span.context.trace_id, {})[span.name] = span
+    first, second = sorted(by_trace.values(), key=lambda t: t["auth"].start_time or 0)
+    assert first["owner checks"].status.status_code is StatusCode.ERROR
+    assert "engine call" not in first  # nothing was sent
+    assert first["POST /api/v2/memory/get"].attributes["http.response.status_code"] == 403
+    assert first["POST /api/v2/memory/get"].status.status_code is StatusCode.UNSET
+    assert second["engine call"].status.status_code is StatusCode.ERROR
+    assert second["POST /api/v2/memory/get"].status.status_code is StatusCode.ERROR
+
+
+def test_the_ratio_decides_by_the_trace_ids_low_64_bits_as_the_sdks_sampler_does() -> None:
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+    tracing = Tracing(TracingSettings(sample_ratio=0.25, parent_based=False),
+                      InMemorySpanExporter())
+    sdk = TraceIdRatioBased(0.25)
+    for low in (0, 0x3FFF_FFFF_FFFF_FFFF, 0x4000_0000_0000_0000, 0xFFFF_FFFF_FFFF_FFFF):
+        trace_id = (0x1234 << 64) | low
+        header = f"00-{trace_id:032x}-00f067aa0ba902b7-01".encode()
+        trace = tracing.begin({"headers": [(b"traceparent", header)]})
+        expected = sdk.should_sample(None, trace_id, "x").decision.is_sampled()
+        assert trace.sampled is expected is (low < 0x4000_0000_0000_0000), hex(low)
+    assert TracingSettings().sample_ratio == 0.01 and TracingSettings().parent_based
+
+
+async def test_a_call_made_in_process_is_a_child_of_the_request_that_made_it(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    """The MCP tools and the console reach the REST routes through `call_as`: one trace."""
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter)
+
+    async def nested(request: Request) -> JSONResponse:
+        with tracing.span("tool"):
+            answer = await app.call_as(request.scope[PRINCIPAL_KEY], "POST",
+                                       "/api/v2/memory/get", json=GET_BODY,
+                                       origin=request.scope)
+        return JSONResponse({"status": answer.status})
+
+    app.add_route(Route("/agents/_nested", nested, methods=["GET"]))
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.get("/agents/_nested", headers={"traceparent": CLIENT_PARENT})
+        assert response.json() == {"status": 200}
+    spans = exporter.get_finished_spans()
+    assert {span.context.trace_id for span in spans} == {int(CLIENT_TRACE, 16)}
+    by_name = {span.name: span for span in spans}
+    outer, tool, inner = (by_name[name] for name in ("GET /agents/_nested", "tool",
+                                                      "POST /api/v2/memory/get"))
+    assert tool.parent is not None and tool.parent.span_id == outer.context.span_id
+    assert inner.parent is not None and inner.parent.span_id == tool.context.span_id
+    assert not inner.parent.is_remote
+    assert by_name["engine call"].parent.span_id == inner.context.span_id  # type: ignore[union-attr]
+    assert got.calls[0].request.headers["traceparent"] == \
+        f"00-{CLIENT_TRACE}-{by_name['engine call'].context.span_id:016x}-01"
