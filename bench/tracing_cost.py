@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import fast_upstream  # noqa: E402
+from off_on import request_scope  # noqa: E402
 from passthrough import BODY, PATH  # noqa: E402
 
 from gateway import tracing  # noqa: E402
@@ -76,25 +77,16 @@ class EncodeExporter:
         return True
 
 
-def request_scope(key: str, traceparent: bytes | None) -> dict[str, Any]:
-    headers = [(b"host", b"gateway"), (b"content-type", b"application/json"),
-               (b"content-length", str(len(BODY)).encode()),
-               (b"authorization", f"Bearer {key}".encode())]
-    if traceparent is not None:
-        headers.append((b"traceparent", traceparent))
-    return {
-        "type": "http", "method": "POST", "path": PATH, "raw_path": PATH.encode(),
-        "query_string": b"", "scheme": "http", "http_version": "1.1",
-        "asgi": {"version": "3.0"}, "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8080), "headers": headers,
-    }
+def traced_scope(key: str, traceparent: bytes | None) -> dict[str, Any]:
+    """The bench's request (bench/off_on.py), with the client's `traceparent` when given."""
+    return request_scope(key, *([(b"traceparent", traceparent)] if traceparent else []))
 
 
 async def batch(app: Gateway, key: str, traceparent: bytes | None, n: int,
                 concurrency: int = 16) -> tuple[float, list[float]]:
     """CPU seconds of this process per request, and each request's seconds, `n` requests
     `concurrency` at a time."""
-    template = request_scope(key, traceparent)
+    template = traced_scope(key, traceparent)
     statuses: list[int] = []
     latencies: list[float] = []
 
@@ -194,7 +186,7 @@ def hooks(ratio: float) -> None:
     for label, traceparent in (("unsampled", TRACEPARENT["unsampled"]),
                                ("sampled", TRACEPARENT["sampled"]),
                                (f"ratio {ratio}", None)):
-        scope = request_scope("k", traceparent)
+        scope = traced_scope("k", traceparent)
         scope["request_id"] = "r" * 24
         runs = []
         for _ in range(5):

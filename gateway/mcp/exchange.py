@@ -132,21 +132,23 @@ class SingleExchange:
         await self._modern_era(request, message, verdict, send)
         return True
 
+    async def _serve(self, exchange: Exchange, message: JSONRPCRequest,
+                     connection: Connection) -> dict[str, Any]:
+        """The request through the SDK's kernel: its runner, handlers and middleware."""
+        return await serve_one(self.server, exchange, message.method, message.params,
+                               connection=connection, lifespan_state=self.lifespan_state)
+
     async def _handshake_era(self, request: Request, message: JSONRPCRequest,
                              version: str | None, send: Send) -> None:
         """As the stateless JSON transport answers: HTTP 200 with the response or the error
         its dispatcher makes of what the handler raised (`code=0` for the unmapped)."""
         connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
-        exchange = Exchange(
-            transport=TransportContext(kind="streamable-http", can_send_request=False),
-            request_id=message.id,
-            message_metadata=ServerMessageMetadata(request_context=request,
-                                                   can_send_request=False),
-            progress_token=progress_token_from_params(message.params),
-        )
+        exchange = _exchange(message, TransportContext(kind="streamable-http",
+                                                       can_send_request=False),
+                             ServerMessageMetadata(request_context=request,
+                                                   can_send_request=False))
         try:
-            result = await serve_one(self.server, exchange, message.method, message.params,
-                                     connection=connection, lifespan_state=self.lifespan_state)
+            result = await self._serve(exchange, message, connection)
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
             if error is None:
@@ -163,16 +165,12 @@ class SingleExchange:
         """As the SDK's 2026-07-28 JSON entry answers: the error's table-mapped status."""
         connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info,
                                               verdict.client_capabilities)
-        exchange = Exchange(
-            transport=TransportContext(kind="streamable-http", can_send_request=False,
-                                       headers=request.headers),
-            request_id=message.id,
-            message_metadata=ServerMessageMetadata(request_context=request),
-            progress_token=progress_token_from_params(message.params),
-        )
+        exchange = _exchange(message, TransportContext(kind="streamable-http",
+                                                       can_send_request=False,
+                                                       headers=request.headers),
+                             ServerMessageMetadata(request_context=request))
         try:
-            result = await serve_one(self.server, exchange, message.method, message.params,
-                                     connection=connection, lifespan_state=self.lifespan_state)
+            result = await self._serve(exchange, message, connection)
         except Exception as exc:
             error = modern_error_data(exc)
             reply = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
@@ -180,6 +178,12 @@ class SingleExchange:
             await _send(send, ERROR_CODE_HTTP_STATUS.get(error.code, 200), orjson.dumps(body))
             return
         await _send(send, 200, _response(message.id, result))
+
+
+def _exchange(message: JSONRPCRequest, transport: TransportContext,
+              metadata: ServerMessageMetadata) -> Exchange:
+    return Exchange(transport=transport, request_id=message.id, message_metadata=metadata,
+                    progress_token=progress_token_from_params(message.params))
 
 
 def _response(request_id: RequestId, result: dict[str, Any]) -> bytes:
