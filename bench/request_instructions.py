@@ -16,7 +16,7 @@ gives the same count within about 1 % (the API key and timer firings differ betw
 
     .venv/bin/python bench/request_instructions.py [--trees . /tmp/base] [--n1 1000 --n2 2500]
         [--access-log] [--route get|page|search] [--limits] [--profile]
-        [--tracing off|unsampled|sampled|ratio]
+        [--tracing off|off-passed|unsampled|sampled|ratio]
 
 `--route` picks the request: `get` (default) a small `/api/v2/memory/get` pass-through; `page`
 the search benchmark's page of 50 episodes (bench/search_cost.py) passed through unchanged
@@ -29,7 +29,8 @@ benchmark (bench/passthrough.py --limits) can only see through ±10 % of noise. 
 the requests once under cProfile instead (no valgrind) and prints the 30 functions with the
 most time of their own. `--tracing` serves with tracing on (bench/tracing_cost.py: the spans
 encoded as the OTLP exporter does, counted in its thread too), the client's `traceparent` saying
-`sampled` or `unsampled`, or none (`ratio`: the shipped `tracing.sample_ratio` decides).
+`sampled` or `unsampled`, or none (`ratio`: the shipped `tracing.sample_ratio` decides);
+`off-passed` is tracing off with the `unsampled` request's traceparent (the same bytes sent).
 
 With several `--trees`, each is counted in turn with this checkout's interpreter; a tree is a
 checkout or `git archive` of the project (its C extension is not needed).
@@ -77,6 +78,10 @@ TRACING_ENV = "MGW_BENCH_TRACING"
 TRACEPARENTS = {"unsampled": b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
                 "sampled": b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                 "ratio": None}
+# `off-passed`: tracing off, the client's unsampled traceparent sent all the same (the same
+# request as `unsampled`: their difference is tracing's own work, not the header's bytes).
+TRACED = {*TRACEPARENTS} - {"off-passed"}
+TRACEPARENTS["off-passed"] = TRACEPARENTS["unsampled"]
 
 
 class _MemoryTransport:
@@ -228,7 +233,7 @@ async def serve_requests(total: int, access_log: bool, route: str = "get") -> No
         if access_log:
             logs.configure("info", stream=open(os.devnull, "w"))  # noqa: SIM115
         app = create_app(settings)
-        if os.environ.get(TRACING_ENV) in TRACEPARENTS:
+        if os.environ.get(TRACING_ENV) in TRACED:
             from tracing_cost import EncodeExporter
 
             from gateway.tracing import Tracing

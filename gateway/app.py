@@ -286,11 +286,11 @@ class Gateway:
             if trace is None:
                 await self._dispatch(scope, receive, send_with_id, request_id)
             else:
-                trace_token = tracing.enter(trace)
+                trace_token = tracing.CURRENT.set(trace)
                 try:
                     await self._dispatch(scope, receive, send_with_id, request_id)
                 finally:
-                    tracing.leave(trace_token)
+                    tracing.CURRENT.reset(trace_token)
         except ClientDisconnected:
             if scope.get(BODY_TIMED_OUT):  # the server answered 408 (serving/connections.py)
                 status = RequestTimeout.status
@@ -312,7 +312,7 @@ class Gateway:
         finally:
             self._finished(scope, status or 499, time.perf_counter() - began, calls)
             ENGINE_CALLS.reset(calls_token)
-            if traced is not None and trace is not None and trace.sampled:  # sent: spans now
+            if traced is not None and isinstance(trace, tracing.Trace):  # sampled and sent: spans
                 try:
                     traced.finish(trace, scope, status or 499, scope.get(ROUTE_KEY))
                 except Exception:  # a trace lost, never a request

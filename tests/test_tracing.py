@@ -23,7 +23,7 @@ from gateway import tracing
 from gateway.app import Gateway, create_app
 from gateway.config import Settings, TracingSettings
 from gateway.identity.principal import PRINCIPAL_KEY
-from gateway.tracing import Tracing, parse_traceparent
+from gateway.tracing import Trace, Tracing, parse_traceparent
 from tests.attachment_helpers import answer_search, engine_ok, episodes
 from tests.conftest import client_for
 from tests.processes import ROOT
@@ -274,7 +274,7 @@ def test_the_ratio_decides_by_the_trace_ids_low_64_bits_as_the_sdks_sampler_does
         header = f"00-{trace_id:032x}-00f067aa0ba902b7-01".encode()
         trace = tracing.begin({"headers": [(b"traceparent", header)]})
         expected = sdk.should_sample(None, trace_id, "x").decision.is_sampled()
-        assert trace.sampled is expected is (low < 0x4000_0000_0000_0000), hex(low)
+        assert isinstance(trace, Trace) is expected is (low < 0x4000_0000_0000_0000), hex(low)
     assert TracingSettings().sample_ratio == 0.01 and TracingSettings().parent_based
 
 
@@ -308,3 +308,87 @@ async def test_a_call_made_in_process_is_a_child_of_the_request_that_made_it(
     assert by_name["engine call"].parent.span_id == inner.context.span_id  # type: ignore[union-attr]
     assert got.calls[0].request.headers["traceparent"] == \
         f"00-{CLIENT_TRACE}-{by_name['engine call'].context.span_id:016x}-01"
+
+
+def _sent_traceparent(value: str) -> tuple[str, str, bool]:
+    """A traceparent the gateway sent the engine, checked valid: (trace id, parent, sampled)."""
+    parsed = parse_traceparent(value.encode())
+    assert parsed is not None and value.startswith("00-") and len(value) == 55, value
+    trace_id, parent_id, sampled = parsed
+    return f"{trace_id:032x}", f"{parent_id:016x}", sampled
+
+
+@pytest.mark.parametrize(("headers", "expected_state"), [
+    ({}, None),  # nothing of the client's: ours added
+    ({"tracestate": "v=1"}, None),  # a tracestate without a traceparent is dropped (W3C)
+    ({"traceparent": f"ff-{CLIENT_TRACE}-00f067aa0ba902b7-01", "tracestate": "v=1"}, None),
+    ({"traceparent": f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"}, "v=1"),  # not parent based
+])
+async def test_an_unrecorded_request_sends_the_engine_one_valid_unsampled_traceparent(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
+    headers: dict[str, str], expected_state: str | None
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, sample_ratio=0.0, parent_based=False)
+    if expected_state is not None:
+        headers = {**headers, "tracestate": expected_state}
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        for _ in range(2):
+            response = await alice.post("/api/v2/memory/get", json=GET_BODY, headers=headers)
+            assert response.status_code == 200, response.text
+    assert exporter.get_finished_spans() == ()
+    sent = [call.request.headers for call in got.calls]
+    ids = [_sent_traceparent(one["traceparent"]) for one in sent]
+    assert [sampled for _, _, sampled in ids] == [False, False]
+    assert [one.get_list("traceparent") for one in sent] == [[one["traceparent"]] for one in sent]
+    assert [one.get("tracestate") for one in sent] == [expected_state] * 2
+    if "traceparent" in headers and expected_state is not None:  # the client's trace, continued
+        assert ids[0] == ids[1] == (CLIENT_TRACE, "00f067aa0ba902b7", False)
+    else:  # a new trace each request
+        assert ids[0][0] != ids[1][0] and CLIENT_TRACE not in (ids[0][0], ids[1][0])
+
+
+async def test_two_traceparents_are_neither_trusted(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, sample_ratio=0.0)
+    unsampled = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.post("/api/v2/memory/get", json=GET_BODY, headers=[
+            ("traceparent", unsampled), ("traceparent", unsampled), ("tracestate", "v=1")])
+        assert response.status_code == 200, response.text
+    sent = got.calls[0].request.headers
+    trace_id, _, sampled = _sent_traceparent(sent["traceparent"])
+    assert trace_id != CLIENT_TRACE and not sampled
+    assert sent.get_list("traceparent") == [sent["traceparent"]] and "tracestate" not in sent
+
+
+@pytest.mark.parametrize("client", [f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00", None])
+async def test_an_unrecorded_requests_in_process_call_continues_its_trace_unrecorded(
+    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
+    client: str | None
+) -> None:
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, sample_ratio=0.0)
+
+    async def nested(request: Request) -> JSONResponse:
+        first = await app.call_as(request.scope[PRINCIPAL_KEY], "POST", "/api/v2/memory/get",
+                                  json=GET_BODY, origin=request.scope)
+        second = await app.call_as(request.scope[PRINCIPAL_KEY], "POST", "/api/v2/memory/get",
+                                   json=GET_BODY, origin=request.scope)
+        return JSONResponse({"status": [first.status, second.status]})
+
+    app.add_route(Route("/agents/_nested", nested, methods=["GET"]))
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        response = await alice.get("/agents/_nested",
+                                   headers={"traceparent": client} if client else {})
+        assert response.json() == {"status": [200, 200]}
+    assert exporter.get_finished_spans() == ()
+    first, second = (call.request.headers["traceparent"] for call in got.calls)
+    assert first == second and not _sent_traceparent(first)[2]  # one trace, the outer's
+    if client is not None:
+        assert first == client

@@ -34,31 +34,45 @@ if TYPE_CHECKING:
     from gateway.config import TracingSettings
 
 TRACE_HEADERS = ("traceparent", "tracestate")
-_CURRENT: ContextVar[Trace | None] = ContextVar("gateway_trace", default=None)
+# An unsampled request is a pair, made in C: the traceparent the engine gets and how it joins
+# the engine's headers. PASS: the client's own (unsampled) headers go as they are; APPEND: the
+# client sent neither trace header, ours is added; REPLACE: ours instead of the client's
+# traceparent, its tracestate kept; FRESH: a new trace, the client's trace headers dropped.
+PASS, APPEND, REPLACE, FRESH = 0, 1, 2, 3
+Unsampled = tuple[str, int]
+CURRENT: ContextVar[Trace | Unsampled | None] = ContextVar("gateway_trace", default=None)
 # W3C Trace Context: version-trace id-parent id-flags, a later version may append fields.
 _TRACEPARENT = re.compile(rb"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?",
                           re.S)
 _LOW_64 = (1 << 64) - 1
 _HEX = b"0123456789abcdef"
+_SAMPLED_DIGITS = b"13579bdf"  # the flags' last hex digit when bit 0 (sampled) is set
+_ZERO_TRACE, _ZERO_SPAN = b"0" * 32, b"0" * 16
 
 
-def parse_traceparent(value: bytes) -> tuple[int, int, bool] | None:
-    """(trace id, parent span id, sampled) of a valid W3C `traceparent`; None when invalid."""
-    if (len(value) == 55 and value[2] == value[35] == value[52] == 45  # "-": the usual one,
+def _valid(value: bytes) -> bytes | None:
+    """A valid W3C `traceparent` as its first four fields (55 bytes: the trace id at [3:35],
+    the parent at [36:52], the flags at [53:55]); None when invalid."""
+    if not (len(value) == 55 and value[2] == value[35] == value[52] == 45  # "-": the usual one,
             and value.translate(None, _HEX) == b"---"):  # read without the regex engine
-        version, trace, parent, flags, rest = (value[:2], value[3:35], value[36:52],
-                                               value[53:], None)
-    else:
         found = _TRACEPARENT.fullmatch(value.strip(b" \t"))
         if found is None:
             return None
         version, trace, parent, flags, rest = found.groups()
-    if version == b"ff" or (version == b"00" and rest):
+        if version == b"00" and rest:
+            return None
+        value = b"-".join((version, trace, parent, flags))
+    if value[:2] == b"ff" or value[3:35] == _ZERO_TRACE or value[36:52] == _ZERO_SPAN:
         return None
-    trace_id, parent_id = int(trace, 16), int(parent, 16)
-    if not trace_id or not parent_id:
+    return value
+
+
+def parse_traceparent(value: bytes) -> tuple[int, int, bool] | None:
+    """(trace id, parent span id, sampled) of a valid W3C `traceparent`; None when invalid."""
+    head = _valid(value)
+    if head is None:
         return None
-    return trace_id, parent_id, bool(int(flags, 16) & 1)
+    return int(head[3:35], 16), int(head[36:52], 16), head[54] in _SAMPLED_DIGITS
 
 
 def _new_id(bits: int) -> int:
@@ -66,25 +80,21 @@ def _new_id(bits: int) -> int:
 
 
 class Trace:
-    """One request's part of a trace. Unsampled: what the engine is sent. Sampled: the server
-    span's ids and the steps timed so far (name, span id, parent id, start, end, error)."""
+    """One sampled request's part of a trace: the server span's ids and the steps timed so far
+    (name, span id, parent id, start, end, error)."""
 
-    __slots__ = ("trace_id", "parent_id", "remote", "span_id", "sampled", "current", "header",
-                 "passed", "keep_state", "started", "wall", "stages")
+    __slots__ = ("trace_id", "parent_id", "remote", "span_id", "current", "keep_state",
+                 "started", "wall", "stages")
 
-    def __init__(self, trace_id: int, parent_id: int, remote: bool, sampled: bool,
-                 header: str = "", passed: bool = False, keep_state: bool = False) -> None:
+    def __init__(self, trace_id: int, parent_id: int, remote: bool,
+                 keep_state: bool = False) -> None:
         self.trace_id = trace_id
         self.parent_id = parent_id  # 0: a root span
         self.remote = remote  # the parent is the client's
-        self.sampled = sampled
-        self.header = header  # unsampled: the traceparent the engine gets
-        self.passed = passed  # ... which is the request's own: its headers go as they are
         self.keep_state = keep_state  # the client's tracestate goes with our traceparent
-        self.span_id = self.current = _new_id(64) if sampled else 0
-        if sampled:
-            self.started = time.perf_counter_ns()
-            self.wall = time.time_ns() - self.started  # + a perf_counter_ns reading: epoch ns
+        self.span_id = self.current = _new_id(64)
+        self.started = time.perf_counter_ns()
+        self.wall = time.time_ns() - self.started  # + a perf_counter_ns reading: epoch ns
         self.stages: list[tuple[str, int, int, int, int, type[BaseException] | None]] = []
 
 
@@ -141,9 +151,9 @@ class Tracing:
         if batched is None:
             batched = exporter is None
         if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from gateway.tracing.otlp import Exporter
 
-            exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint or None)
+            exporter = Exporter(endpoint=settings.otlp_endpoint or None)
         self.processor = (BatchSpanProcessor(exporter) if batched
                           else SimpleSpanProcessor(exporter))
         self.parent_based = settings.parent_based
@@ -166,36 +176,38 @@ class Tracing:
         self._error = StatusCode.ERROR
         self._status = Status
 
-    def begin(self, scope: Scope) -> Trace:
+    def begin(self, scope: Scope) -> Trace | Unsampled:
         """The request's sampling decision and ids: the client's `traceparent` continued when
         valid, else the trace of the request this one runs inside (an in-process call), else
-        a new trace."""
+        a new trace. Sampled: a `Trace`; else the engine's traceparent and how it is sent."""
         value: bytes | None = None
+        state = False
         for key, found in scope["headers"]:
             if key == b"traceparent":
-                if value is not None:  # two of them: neither is trusted (W3C)
-                    value = b""
-                    break
-                value = found
-        parsed = parse_traceparent(value) if value else None
-        if parsed is not None:
-            trace_id, parent_id, followed = parsed
-            sampled = followed if self.parent_based else (trace_id & _LOW_64) < self.bound
-            if sampled:
-                return Trace(trace_id, parent_id, True, True, keep_state=True)
+                value = found if value is None else b""  # two of them: neither is trusted
+            elif key == b"tracestate":
+                state = True
+        head = _valid(value) if value else None
+        if head is not None:
+            followed = head[54] in _SAMPLED_DIGITS
+            if followed if self.parent_based else int(head[19:35], 16) < self.bound:
+                return Trace(int(head[3:35], 16), int(head[36:52], 16), True, True)
             if not followed:  # the client's own decision: its headers reach the engine as sent
-                return Trace(trace_id, parent_id, True, False,
-                             bytes(value or b"").decode("latin-1"), True, True)
-            return Trace(trace_id, parent_id, True, False,
-                         f"00-{trace_id:032x}-{parent_id:016x}-00", False, True)
-        outer = _CURRENT.get()
-        if outer is not None and value is None:  # a call made in process by a request
-            return Trace(outer.trace_id, outer.current or outer.parent_id, False, outer.sampled,
-                         outer.header)
-        trace_id = _new_id(128)
-        if (trace_id & _LOW_64) < self.bound:
-            return Trace(trace_id, 0, False, True)
-        return Trace(trace_id, 0, False, False, f"00-{trace_id:032x}-{_new_id(64):016x}-00")
+                return head.decode("latin-1"), PASS
+            return f"00-{head[3:52].decode('latin-1')}-00", REPLACE  # same ids, not sampled
+        if value is None:
+            outer = CURRENT.get()
+            if outer is not None:  # a call made in process by a request
+                if outer.__class__ is Trace:
+                    return Trace(outer.trace_id, outer.current, False)
+                return outer[0], FRESH if state else APPEND  # type: ignore[index]
+        bits = getrandbits(192)  # a trace id (the high 128) and a parent id (the low 64)
+        while not bits >> 64 or not bits & _LOW_64:  # all-zero ids are invalid
+            bits = getrandbits(192)
+        if (bits >> 64) & _LOW_64 < self.bound:
+            return Trace(bits >> 64, 0, False)
+        text = f"{bits:048x}"
+        return f"00-{text[:32]}-{text[32:]}-00", FRESH if state or value is not None else APPEND
 
     def finish(self, trace: Trace, scope: Scope, status: int, route: str | None) -> None:
         """The sampled request's spans, made from its record and handed to the processor."""
@@ -229,37 +241,32 @@ class Tracing:
         self.processor.shutdown()
 
 
-def enter(trace: Trace) -> Any:
-    """Make `trace` the running request's (a token for `leave`)."""
-    return _CURRENT.set(trace)
-
-
-def leave(token: Any) -> None:
-    _CURRENT.reset(token)
-
-
 def span(name: str) -> _Stage | _Off:
     """A timed step of the current request when it is sampled; else nothing."""
-    trace = _CURRENT.get()
-    if trace is None or not trace.sampled:  # off, or not sampled
-        return _OFF
-    return _Stage(trace, name)
+    trace = CURRENT.get()
+    if trace.__class__ is Trace:
+        return _Stage(trace, name)
+    return _OFF  # off, or not sampled
 
 
 def engine_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers for the engine with the trace's `traceparent`: the step calling the engine as
     parent when sampled; unsampled, the client's unchanged or the gateway's own; tracing off,
     the headers as they are."""
-    trace = _CURRENT.get()
+    trace = CURRENT.get()
     if trace is None:
         return headers
-    if trace.sampled:
-        value = f"00-{trace.trace_id:032x}-{trace.current:016x}-01"
-    elif trace.passed:  # the client's traceparent and tracestate, passed on
-        return headers
+    if trace.__class__ is Trace:
+        sampled: Trace = trace
+        value = f"00-{sampled.trace_id:032x}-{sampled.current:016x}-01"
+        drop = ("traceparent",) if sampled.keep_state else TRACE_HEADERS
     else:
-        value = trace.header
-    drop = ("traceparent",) if trace.keep_state else TRACE_HEADERS
+        value, how = trace  # type: ignore[misc]
+        if how == PASS:  # the client's traceparent and tracestate, passed on
+            return headers
+        if how == APPEND:
+            return [*headers, ("traceparent", value)]
+        drop = ("traceparent",) if how == REPLACE else TRACE_HEADERS
     kept = [(k, v) for k, v in headers if k.lower() not in drop]
     kept.append(("traceparent", value))
     return kept
