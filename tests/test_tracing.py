@@ -12,6 +12,9 @@ from collections.abc import Callable
 import httpx
 import pytest
 import respx
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -392,3 +395,34 @@ async def test_an_unrecorded_requests_in_process_call_continues_its_trace_unreco
     assert first == second and not _sent_traceparent(first)[2]  # one trace, the outer's
     if client is not None:
         assert first == client
+
+
+def _reference_parse(value: bytes) -> tuple[int, int, bool] | None:
+    """W3C Trace Context's traceparent, read by its grammar alone (the regex, every time)."""
+    import re
+
+    found = re.fullmatch(rb"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?",
+                         value.strip(b" \t"), re.S)
+    if found is None:
+        return None
+    version, trace, parent, flags, rest = found.groups()
+    if version == b"ff" or (version == b"00" and rest):
+        return None
+    if not int(trace, 16) or not int(parent, 16):
+        return None
+    return int(trace, 16), int(parent, 16), bool(int(flags, 16) & 1)
+
+
+_PIECES = st.sampled_from([b"0", b"1", b"9", b"a", b"f", b"F", b"g", b"-", b" ", b"_", b"x"])
+
+
+@given(st.lists(_PIECES, min_size=0, max_size=60).map(b"".join)
+       | st.tuples(st.sampled_from([b"00", b"01", b"ff", b"0f"]),
+                   st.sampled_from([CLIENT_TRACE.encode(), b"0" * 32, b"A" * 32, b"1" * 31]),
+                   st.sampled_from([b"00f067aa0ba902b7", b"0" * 16, b"00F067AA0BA902B7"]),
+                   st.sampled_from([b"00", b"01", b"02", b"03", b"ff", b"0g", b"1"]),
+                   st.sampled_from([b"", b"-", b"-x", b" ", b"\t"]))
+       .map(lambda parts: b"-".join(parts[:4]) + parts[4]))
+@hypothesis_settings(max_examples=500, deadline=None)
+def test_traceparent_is_read_as_the_w3c_grammar_reads_it(value: bytes) -> None:
+    assert parse_traceparent(value) == _reference_parse(value)

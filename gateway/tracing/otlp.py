@@ -21,11 +21,12 @@ from typing import Any
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 _KIND = {SpanKind.INTERNAL: b"\x30\x01", SpanKind.SERVER: b"\x30\x02",
          SpanKind.CLIENT: b"\x30\x03", SpanKind.PRODUCER: b"\x30\x04",
          SpanKind.CONSUMER: b"\x30\x05"}
+_INTERNAL = _KIND[SpanKind.INTERNAL]
 _TIMES = struct.Struct("<BQBQ").pack  # start (field 7) and end (field 8), fixed64 each
 _FIXED64 = struct.Struct("<BQ").pack
 _DOUBLE = struct.Struct("<Bd").pack
@@ -54,7 +55,8 @@ def _varint(value: int) -> bytes:
 
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag, its length, its bytes."""
-    return tag + _varint(len(payload)) + payload
+    size = len(payload)
+    return tag + (_ONE_BYTE[size] if size < 128 else _varint(size)) + payload
 
 
 def _string(tag: bytes, text: str) -> bytes:
@@ -79,27 +81,36 @@ def _attributes(tag: bytes, attributes: Any) -> bytes | None:
     """Repeated KeyValue fields; None when a value is of a type left to the SDK."""
     out = []
     for key, value in attributes.items():
-        encoded = _value(value)
-        if encoded is None:
-            return None
         name = _KEYS.get(key)
         if name is None:
             name = _string(b"\x0a", key)
             if len(_KEYS) < 1024:
                 _KEYS[key] = name
-        out.append(_field(tag, name + _field(b"\x12", encoded)))
+        if value.__class__ is str and len(value) < 42:  # at most 126 bytes: lengths of one byte
+            text = value.encode()
+            size = len(text)
+            pair = name + b"\x12" + _ONE_BYTE[size + 2] + b"\x0a" + _ONE_BYTE[size] + text
+        else:
+            encoded = _value(value)
+            if encoded is None:
+                return None
+            pair = name + _field(b"\x12", encoded)
+        out.append(_field(tag, pair))
     return b"".join(out)
 
 
 _KEYS: dict[str, bytes] = {}  # attribute keys, encoded: a few names, used again and again
 _NAMES: dict[str, bytes] = {}  # span names likewise (the steps'; a server span's has its path)
 _UNSET = b"\x7a\x00"  # an empty Status: code UNSET, no message
+_CODES = {code: code.value for code in StatusCode}  # (an Enum's hash runs Python: asked rarely)
+_UNSET_CODE = StatusCode.UNSET
 
 
 def _span(span: ReadableSpan) -> bytes | None:
     """One Span message; None when the span has what this encoder leaves to the SDK."""
-    context = span.context
-    if span.events or span.links or span.dropped_attributes or context.trace_state:
+    context, attributes = span.context, span.attributes
+    if (span.events or span.links or context.trace_state
+            or (attributes.__class__ is not dict and span.dropped_attributes)):
         return None
     parent, name, status = span.parent, span.name, span.status
     encoded_name = _NAMES.get(name)
@@ -107,13 +118,14 @@ def _span(span: ReadableSpan) -> bytes | None:
         encoded_name = _string(b"\x2a", name) if name else b""  # proto3: "" is not sent
         if len(_NAMES) < 1024:
             _NAMES[name] = encoded_name
-    attributes = b""
-    if span.attributes:
-        found = _attributes(b"\x4a", span.attributes)
+    encoded_attributes = b""
+    if attributes:
+        found = _attributes(b"\x4a", attributes)
         if found is None:
             return None
-        attributes = found
-    code, description = status.status_code.value, status.description
+        encoded_attributes = found
+    code, description = status.status_code, status.description
+    code = 0 if code is _UNSET_CODE else _CODES[code]
     if code or description:
         encoded_status = _field(b"\x7a", (_string(b"\x12", description) if description
                                            else b"") + (b"\x18" + _varint(code) if code else b""))
@@ -123,9 +135,9 @@ def _span(span: ReadableSpan) -> bytes | None:
         b"\x0a\x10", context.trace_id.to_bytes(16, "big"),
         b"\x12\x08", context.span_id.to_bytes(8, "big"),
         b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent is not None else b"",
-        encoded_name, _KIND[span.kind],
+        encoded_name, _INTERNAL if span.kind is SpanKind.INTERNAL else _KIND[span.kind],
         _times(span.start_time, span.end_time),
-        attributes, encoded_status,
+        encoded_attributes, encoded_status,
         _REMOTE if parent is not None and parent.is_remote else _LOCAL))
     return b"\x12" + _varint(len(body)) + body  # ScopeSpans.spans
 
