@@ -28,6 +28,7 @@ from harness import fast_upstream  # noqa: E402
 from off_on import alternate, request_scope, verdict  # noqa: E402
 
 from gateway.app import create_app  # noqa: E402
+from gateway.cli import freeze_startup_objects  # noqa: E402
 from gateway.config import Settings  # noqa: E402
 from gateway.store.database import migrate  # noqa: E402
 from tests.conftest import create_key  # noqa: E402
@@ -48,6 +49,7 @@ async def measure(upstream: str, args: argparse.Namespace,
             key = create_key(settings, "bench")
             app = create_app(settings)
             await app.startup()
+            freeze_startup_objects()  # as `memory-gateway serve` does once serving
             sides.append((app, request_scope(key)))
         return await alternate("limits", sides[0], sides[1], args.pairs, args.batch)
 

@@ -43,6 +43,7 @@ from passthrough import BODY, PATH  # noqa: E402
 
 from gateway import tracing  # noqa: E402
 from gateway.app import Gateway, create_app  # noqa: E402
+from gateway.cli import freeze_startup_objects  # noqa: E402
 from gateway.config import Settings, TracingSettings  # noqa: E402
 from gateway.tracing import Tracing  # noqa: E402
 from tests.conftest import create_key  # noqa: E402
@@ -139,6 +140,7 @@ async def measure(upstream: str, args: argparse.Namespace) -> dict[str, float]:
         # One gateway, tracing switched per batch: nothing else differs between the kinds.
         on = app.tracing = Tracing(settings.tracing, exporter, batched=True)
         await app.startup()
+        freeze_startup_objects()  # as `memory-gateway serve` does once serving
         cpu: dict[str, list[float]] = {kind: [] for kind in args.kinds}
         latency: dict[str, list[float]] = {kind: [] for kind in args.kinds}
         kinds = args.kinds

@@ -117,6 +117,7 @@ def _one(**changes: Any) -> ReadableSpan:
     _one(events=(Event("e", {}, 5),)),
     _one(attributes={"list": (1, 2)}),
     _one(attributes={"bytes": b"x"}),
+    _one(attributes={"huge": 1 << 63}),  # no int64: the SDK logs and leaves it out
     _one(context=SpanContext(1, 2, False, TraceFlags(1), TraceState([("v", "1")]))),
     _one(resource=Resource.create({"service.name": "other"})),
     _one(instrumentation_scope=InstrumentationScope("other", "1.0")),
