@@ -92,7 +92,7 @@ def build_server(gateway: Host, version: str) -> Server[Any]:
         handler), its result sent as built: the SDK would check and re-dump each result
         against the protocol's schema (a tenth of a millisecond for a search's), and the
         results of gateway/mcp/tools.py are in that shape by construction
-        (tests/test_mcp_exchange.py holds them to what the SDK makes of them). A request the
+        (tests/mcp/test_mcp_exchange.py holds them to what the SDK makes of them). A request the
         surface refuses goes the SDK's way, for its own error."""
         if ctx.method != "tools/call":
             return await call_next(ctx)

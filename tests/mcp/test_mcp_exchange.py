@@ -6,7 +6,6 @@ the same status, content type and JSON body, in every protocol era."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,31 +17,13 @@ from mcp.server.runner import ServerRunner
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from gateway.app import Gateway
-from gateway.config import Settings
 from gateway.mcp import server as mcp_server
-from tests.conftest import create_key
+from tests.mcp.conftest import MAP, PUBLIC, connect, remember
 from tests.mcp_helpers import b64
-from tests.test_mcp import MAP, PUBLIC, connect, remember, running
 
 MODERN = MODERN_PROTOCOL_VERSIONS[-1]
 ACCEPT = "application/json, text/event-stream"
 REQUEST_ID = re.compile(r'(request_id\\?":\\?")[0-9a-f]{24,32}')
-
-
-@pytest.fixture
-def mcp_settings(settings: Settings) -> Settings:
-    return settings.with_values(server={"public_url": PUBLIC})
-
-
-@pytest.fixture
-async def gw(mcp_settings: Settings) -> AsyncIterator[Gateway]:
-    async with running(mcp_settings) as app:
-        yield app
-
-
-@pytest.fixture
-def key(mcp_settings: Settings) -> Callable[..., str]:
-    return lambda user, **options: create_key(mcp_settings, user, **options)
 
 
 @contextmanager

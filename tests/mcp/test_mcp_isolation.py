@@ -13,8 +13,8 @@ from mcp import Client
 from gateway.app import Gateway
 from gateway.config import Settings
 from tests.conftest import create_key
+from tests.mcp.conftest import MAP, PNG, connect, http, remember, running
 from tests.mcp_helpers import b64, rpc_error, structured, tool_error
-from tests.test_mcp import MAP, PNG, connect, http, remember, running
 
 
 @dataclass
