@@ -8,6 +8,7 @@ import ast
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -138,6 +139,21 @@ def _traced(settings: Settings, engine: respx.MockRouter, exporter: InMemorySpan
                       span_exporter=exporter)
 
 
+async def _gets(settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
+                headers: Any, times: int = 1, **values: object
+                ) -> tuple[list[httpx.Headers], tuple[ReadableSpan, ...]]:
+    """`times` gets by alice sending `headers`, tracing on as `_traced` and `values` set it:
+    the headers the engine was sent, and the spans recorded."""
+    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
+    exporter = InMemorySpanExporter()
+    app = _traced(settings, engine, exporter, **values)
+    async with app.running(), client_for(app, make_key("alice")) as alice:
+        for _ in range(times):
+            response = await alice.post("/api/v2/memory/get", json=GET_BODY, headers=headers)
+            assert response.status_code == 200, response.text
+    return [call.request.headers for call in got.calls], exporter.get_finished_spans()
+
+
 async def test_a_pass_through_request_is_a_server_span_with_its_steps_as_children(
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
 ) -> None:
@@ -182,32 +198,11 @@ async def test_a_pass_through_request_is_a_server_span_with_its_steps_as_childre
 async def test_unsampled_no_span_is_made_and_the_clients_trace_headers_go_as_sent(
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
 ) -> None:
-    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    exporter = InMemorySpanExporter()
-    app = _traced(settings, engine, exporter, sample_ratio=1.0)
     unsampled = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
-    async with app.running(), client_for(app, make_key("alice")) as alice:
-        response = await alice.post("/api/v2/memory/get", json=GET_BODY,
-                                    headers={"traceparent": unsampled, "tracestate": "v=1"})
-        assert response.status_code == 200
-    assert exporter.get_finished_spans() == ()  # the client's decision is followed
-    sent = got.calls[0].request.headers
+    [sent], spans = await _gets(settings, engine, make_key,
+                                {"traceparent": unsampled, "tracestate": "v=1"})
+    assert spans == ()  # the client's decision is followed
     assert (sent["traceparent"], sent["tracestate"]) == (unsampled, "v=1")
-
-
-async def test_not_parent_based_the_ratio_decides_a_clients_trace_too(
-    settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
-) -> None:
-    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    exporter = InMemorySpanExporter()
-    app = _traced(settings, engine, exporter, sample_ratio=0.0, parent_based=False)
-    async with app.running(), client_for(app, make_key("alice")) as alice:
-        await alice.post("/api/v2/memory/get", json=GET_BODY,
-                         headers={"traceparent": CLIENT_PARENT, "tracestate": "v=1"})
-    assert exporter.get_finished_spans() == ()
-    sent = got.calls[0].request.headers  # same trace, marked not sampled for the engine
-    assert sent["traceparent"] == f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
-    assert sent["tracestate"] == "v=1"
 
 
 @pytest.mark.parametrize("traceparent", [
@@ -222,15 +217,10 @@ async def test_an_invalid_traceparent_starts_a_new_trace_and_its_tracestate_is_d
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
     traceparent: str
 ) -> None:
-    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    exporter = InMemorySpanExporter()
-    app = _traced(settings, engine, exporter)
-    async with app.running(), client_for(app, make_key("alice")) as alice:
-        await alice.post("/api/v2/memory/get", json=GET_BODY,
-                         headers={"traceparent": traceparent, "tracestate": "v=1"})
-    [server] = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.SERVER]
+    [sent], spans = await _gets(settings, engine, make_key,
+                                {"traceparent": traceparent, "tracestate": "v=1"})
+    [server] = [s for s in spans if s.kind is SpanKind.SERVER]
     assert server.parent is None and server.context.trace_id != int(CLIENT_TRACE, 16)
-    sent = got.calls[0].request.headers
     assert sent["traceparent"].startswith(f"00-{server.context.trace_id:032x}-")
     assert "tracestate" not in sent
 
@@ -325,23 +315,18 @@ def _sent_traceparent(value: str) -> tuple[str, str, bool]:
     ({}, None),  # nothing of the client's: ours added
     ({"tracestate": "v=1"}, None),  # a tracestate without a traceparent is dropped (W3C)
     ({"traceparent": f"ff-{CLIENT_TRACE}-00f067aa0ba902b7-01", "tracestate": "v=1"}, None),
-    ({"traceparent": f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"}, "v=1"),  # not parent based
+    # not parent based: the ratio decides a client's sampled trace too, its ids and state kept
+    ({"traceparent": f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"}, "v=1"),
 ])
 async def test_an_unrecorded_request_sends_the_engine_one_valid_unsampled_traceparent(
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str],
     headers: dict[str, str], expected_state: str | None
 ) -> None:
-    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    exporter = InMemorySpanExporter()
-    app = _traced(settings, engine, exporter, sample_ratio=0.0, parent_based=False)
     if expected_state is not None:
         headers = {**headers, "tracestate": expected_state}
-    async with app.running(), client_for(app, make_key("alice")) as alice:
-        for _ in range(2):
-            response = await alice.post("/api/v2/memory/get", json=GET_BODY, headers=headers)
-            assert response.status_code == 200, response.text
-    assert exporter.get_finished_spans() == ()
-    sent = [call.request.headers for call in got.calls]
+    sent, spans = await _gets(settings, engine, make_key, headers, times=2, sample_ratio=0.0,
+                              parent_based=False)
+    assert spans == ()
     ids = [_sent_traceparent(one["traceparent"]) for one in sent]
     assert [sampled for _, _, sampled in ids] == [False, False]
     assert [one.get_list("traceparent") for one in sent] == [[one["traceparent"]] for one in sent]
@@ -355,15 +340,10 @@ async def test_an_unrecorded_request_sends_the_engine_one_valid_unsampled_tracep
 async def test_two_traceparents_are_neither_trusted(
     settings: Settings, engine: respx.MockRouter, make_key: Callable[[str], str]
 ) -> None:
-    got = engine.post("/api/v2/memory/get").mock(return_value=httpx.Response(200, json={}))
-    exporter = InMemorySpanExporter()
-    app = _traced(settings, engine, exporter, sample_ratio=0.0)
     unsampled = f"00-{CLIENT_TRACE}-00f067aa0ba902b7-00"
-    async with app.running(), client_for(app, make_key("alice")) as alice:
-        response = await alice.post("/api/v2/memory/get", json=GET_BODY, headers=[
-            ("traceparent", unsampled), ("traceparent", unsampled), ("tracestate", "v=1")])
-        assert response.status_code == 200, response.text
-    sent = got.calls[0].request.headers
+    [sent], _ = await _gets(settings, engine, make_key, [
+        ("traceparent", unsampled), ("traceparent", unsampled), ("tracestate", "v=1")],
+        sample_ratio=0.0)
     trace_id, _, sampled = _sent_traceparent(sent["traceparent"])
     assert trace_id != CLIENT_TRACE and not sampled
     assert sent.get_list("traceparent") == [sent["traceparent"]] and "tracestate" not in sent

@@ -207,3 +207,11 @@ async def test_the_spans_reach_an_otlp_collector(
     assert {span.name for span in spans} >= {"auth", "route model", "owner checks",
                                               "engine call"}
     assert sum(encoded) == (len(spans) if own else 0)
+
+
+def test_a_clients_long_path_is_encoded_but_not_kept() -> None:
+    """A server span's name carries the request's path: the name cache keeps short ones only."""
+    long_name = "GET /" + "x" * 4000
+    span = _one(name=long_name)
+    assert encode([span]) == _sdk([span]) and encode([_one()]) == _sdk([_one()])
+    assert long_name not in otlp._NAMES and "x" in otlp._NAMES

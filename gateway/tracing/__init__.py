@@ -11,12 +11,14 @@ it, so an engine that traces (EverOS's middleware) joins the same trace.
 What it costs is kept off the request's path. Sampling is decided once, as the request starts:
 a client's traceparent is followed when `parent_based` (its sampled flag decides), otherwise
 `sample_ratio` decides by the trace id (the SDK's TraceIdRatioBased rule, so every service
-using it agrees). An unsampled request makes no span: a client's traceparent (and tracestate)
-goes to the engine unchanged, or, with none, one of the gateway's own saying "not sampled".
+using it agrees). An unsampled request makes no span and no object: a client's unsampled
+traceparent (and tracestate) goes to the engine unchanged, else one of the gateway's own saying
+"not sampled" (the client's ids, or a new trace).
 A sampled request times its steps with `perf_counter_ns` into a small record; the SDK's spans
 (explicit start and end times, ids, a few attributes) are made from it in one place once the
 response is sent (`Tracing.finish`) and handed to the span processor (batched, as the OTLP
-exporter's are, in the background). No SDK context, tracer or per-step context manager runs.
+exporter's are, in the background), whose OTLP bytes tracing/otlp.py writes. No SDK context,
+tracer or per-step context manager runs.
 """
 
 from __future__ import annotations
@@ -86,15 +88,13 @@ class Trace:
     """One sampled request's part of a trace: the server span's ids and the steps timed so far
     (name, span id, parent id, start, end, error)."""
 
-    __slots__ = ("trace_id", "parent_id", "remote", "span_id", "current", "keep_state",
-                 "started", "wall", "stages")
+    __slots__ = ("trace_id", "parent_id", "remote", "span_id", "current", "started", "wall",
+                 "stages")
 
-    def __init__(self, trace_id: int, parent_id: int, remote: bool,
-                 keep_state: bool = False) -> None:
+    def __init__(self, trace_id: int, parent_id: int, remote: bool) -> None:
         self.trace_id = trace_id
         self.parent_id = parent_id  # 0: a root span
-        self.remote = remote  # the parent is the client's
-        self.keep_state = keep_state  # the client's tracestate goes with our traceparent
+        self.remote = remote  # the parent is the client's: its tracestate goes on with ours
         self.span_id = self.current = _new_id(64)
         self.started = time.perf_counter_ns()
         self.wall = time.time_ns() - self.started  # + a perf_counter_ns reading: epoch ns
@@ -194,7 +194,7 @@ class Tracing:
         if head is not None:
             followed = head[54] in _SAMPLED_DIGITS
             if followed if self.parent_based else int(head[19:35], 16) < self.bound:
-                return Trace(int(head[3:35], 16), int(head[36:52], 16), True, True)
+                return Trace(int(head[3:35], 16), int(head[36:52], 16), True)
             if not followed:  # the client's own decision: its headers reach the engine as sent
                 return head.decode("latin-1"), PASS
             return f"00-{head[3:52].decode('latin-1')}-00", REPLACE  # same ids, not sampled
@@ -262,7 +262,7 @@ def engine_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     if trace.__class__ is Trace:
         sampled: Trace = trace
         value = f"00-{sampled.trace_id:032x}-{sampled.current:016x}-01"
-        drop = ("traceparent",) if sampled.keep_state else TRACE_HEADERS
+        drop = ("traceparent",) if sampled.remote else TRACE_HEADERS
     else:
         value, how = trace  # type: ignore[misc]
         if how == PASS:  # the client's traceparent and tracestate, passed on

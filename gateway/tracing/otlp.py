@@ -100,7 +100,7 @@ def _attributes(tag: bytes, attributes: Any) -> bytes | None:
 
 
 _KEYS: dict[str, bytes] = {}  # attribute keys, encoded: a few names, used again and again
-_NAMES: dict[str, bytes] = {}  # span names likewise (the steps'; a server span's has its path)
+_NAMES: dict[str, bytes] = {}  # span names likewise: the steps', the short routes'
 _UNSET = b"\x7a\x00"  # an empty Status: code UNSET, no message
 _CODES = {code: code.value for code in StatusCode}  # (an Enum's hash runs Python: asked rarely)
 _UNSET_CODE = StatusCode.UNSET
@@ -116,7 +116,7 @@ def _span(span: ReadableSpan) -> bytes | None:
     encoded_name = _NAMES.get(name)
     if encoded_name is None:
         encoded_name = _string(b"\x2a", name) if name else b""  # proto3: "" is not sent
-        if len(_NAMES) < 1024:
+        if len(name) <= 64 and len(_NAMES) < 1024:  # a server span's path is the client's
             _NAMES[name] = encoded_name
     encoded_attributes = b""
     if attributes:
